@@ -1,0 +1,117 @@
+"""Reading conversations in any supported format, detected from the content, not the file name.
+
+Formats: ``native`` (the dev-set JSONL: ``tool_calls`` with parsed ``arguments``), ``anthropic``
+(Messages API content blocks, ``tool_use`` / ``tool_result``) and ``openai`` (chat completions,
+``tool_calls`` with JSON-string arguments). A file is either JSONL, one conversation object per
+line, or one JSON document: a list of messages, or an object with ``messages``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConversationError
+from ..turns import Conversation
+from . import anthropic, native, openai_chat
+
+FORMATS = {"native": native, "anthropic": anthropic, "openai": openai_chat}
+
+
+def detect_format(messages: list[Any]) -> str:
+    """Name the format of a message list by its shape."""
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return "anthropic"
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, dict):
+                return "openai" if "function" in call else "native"
+        if message.get("role") == "tool" and "name" in message:
+            return "native"
+    return "openai"  # plain chat: the OpenAI shape is the common denominator
+
+
+def parse_messages(messages: Any, *, format: str | None = None, id: str = "conversation",
+                   meta: dict[str, Any] | None = None, system: Any = None) -> Conversation:
+    """Normalize a vendor message list into a ``Conversation`` (``system`` as Anthropic's)."""
+    if not isinstance(messages, list):
+        raise ConversationError(f"expected a list of messages, got {type(messages).__name__}",
+                                field="messages")
+    fmt = format or detect_format(messages)
+    if fmt not in FORMATS:
+        raise ConversationError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    turns = FORMATS[fmt].to_turns(messages)
+    if system is not None:
+        turns.insert(0, anthropic.system_turn(system))
+    return Conversation(turns=turns, id=id, format=fmt, meta=meta or {})
+
+
+def _from_document(doc: Any, *, source: str, line: int | None, default_id: str) -> Conversation:
+    try:
+        if isinstance(doc, list):
+            return parse_messages(doc, id=default_id)
+        if isinstance(doc, dict) and "messages" in doc:
+            return parse_messages(doc["messages"], id=str(doc.get("id", default_id)),
+                                  meta=doc.get("meta") or {}, system=doc.get("system"))
+        raise ConversationError("expected a list of messages or an object with 'messages'")
+    except ConversationError as exc:
+        raise ConversationError(str(exc), source=source, line=line) from None
+
+
+def read_conversations(path: str | Path) -> Iterator[Conversation]:
+    """Yield the conversations of a file, one JSONL line at a time (memory stays bounded)."""
+    path = Path(path)
+    name = str(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise ConversationError(f"cannot open: {exc.strerror}", source=name) from None
+    with handle:
+        head = handle.read(1 << 16).lstrip()
+        handle.seek(0)
+        if not head:
+            raise ConversationError("the file is empty", source=name)
+        if head[:1] == b"[" or not _first_line_is_json(handle):
+            handle.seek(0)
+            doc = _load_json(handle.read(), source=name, line=None)
+            yield _from_document(doc, source=name, line=None, default_id=path.stem)
+            return
+        handle.seek(0)
+        yield from _read_jsonl(handle, name, path.stem)
+
+
+def _first_line_is_json(handle: Any) -> bool:
+    line = handle.readline()
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_jsonl(lines: Iterable[bytes], source: str, stem: str) -> Iterator[Conversation]:
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        doc = _load_json(raw, source=source, line=number)
+        yield _from_document(doc, source=source, line=number, default_id=f"{stem}/{number}")
+
+
+def _load_json(data: bytes, *, source: str, line: int | None) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConversationError(f"not UTF-8 (byte {exc.start})", source=source, line=line) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = line if line is not None else exc.lineno
+        raise ConversationError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                                source=source, line=where) from None

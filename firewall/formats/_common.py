@@ -1,0 +1,41 @@
+"""Helpers shared by the format modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConversationError
+from ..turns import ROLES
+
+
+def field_error(index: int, field: str, message: str) -> ConversationError:
+    return ConversationError(message, field=f"messages[{index}].{field}")
+
+
+def check_role(message: Any, index: int, allowed: tuple[str, ...] = ROLES) -> str:
+    if not isinstance(message, dict):
+        raise ConversationError(f"expected an object, got {type(message).__name__}",
+                                field=f"messages[{index}]")
+    role = message.get("role")
+    if role not in allowed:
+        raise field_error(index, "role", f"expected one of {', '.join(allowed)}, got {role!r}")
+    return role
+
+
+def text_of(content: Any, index: int, field: str = "content") -> str:
+    """Visible text of a string, ``None`` or a list of ``{"type": "text", "text"}`` blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for n, block in enumerate(content):
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif not isinstance(block, dict):
+                raise field_error(index, f"{field}[{n}]", "expected a content block object")
+        return "\n".join(parts)
+    raise field_error(index, field, f"expected text or a list of blocks, got {type(content).__name__}")
