@@ -1,0 +1,208 @@
+"""Compiled rules: each pack rule turned, once, into something that finds spans in a text.
+
+Every compiled rule answers ``find(text, timeout) -> [(start, end)]`` on raw text with
+character offsets; ``json_key`` rules instead answer ``match_key(key)`` / ``accept(value)`` for
+the JSON walker in ``extract``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+import ahocorasick
+import regex
+
+from .checksums import CHECKSUMS
+from .errors import PackError
+from .packs import EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
+
+FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall": regex.DOTALL,
+         "verbose": regex.VERBOSE}
+INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
+
+
+@dataclass(eq=False)
+class CompiledRule:
+    qid: str  # "pack/rule-id"
+    pack: str
+    rule: Any  # the pydantic Rule it came from
+    allow_patterns: tuple[regex.Pattern[str], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.rule.kind
+
+    def allowed(self, value: str) -> bool:
+        if value in self.rule.allowlist.values:
+            return False
+        return not any(p.fullmatch(value) for p in self.allow_patterns)
+
+
+@dataclass(eq=False)
+class CompiledRegex(CompiledRule):
+    pattern: regex.Pattern[str] = None  # type: ignore[assignment]
+    group: str | int = 0
+    keywords: tuple[str, ...] = ()
+    checksum: Any = None
+    re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
+
+    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+        spans = []
+        for m in self.pattern.finditer(text, timeout=timeout):
+            start, end = m.span(self.group)
+            if start < 0 or start == end:
+                continue
+            value = text[start:end]
+            if self.checksum is not None and not self.checksum(value):
+                continue
+            if self.allowed(value):
+                spans.append((start, end))
+        return spans
+
+
+@dataclass(eq=False)
+class CompiledTerms(CompiledRule):
+    automaton: Any = None
+    ignore_case: bool = False
+    whole_word: bool = True
+
+    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+        haystack = text.lower() if self.ignore_case else text
+        if self.ignore_case and len(haystack) != len(text):
+            haystack = text  # lowercasing changed lengths (rare scripts): offsets would lie
+        spans = []
+        for end_index, length in self.automaton.iter_long(haystack):
+            start, end = end_index - length + 1, end_index + 1
+            if self.whole_word and (_glued(text, start - 1) or _glued(text, end)):
+                continue
+            if self.allowed(text[start:end]):
+                spans.append((start, end))
+        return spans
+
+
+@dataclass(eq=False)
+class CompiledJsonKey(CompiledRule):
+    key_pattern: regex.Pattern[str] = None  # type: ignore[assignment]
+    value_pattern: regex.Pattern[str] | None = None
+
+    def match_key(self, key: str) -> bool:
+        return self.key_pattern.fullmatch(key) is not None
+
+    def accept(self, value: str, timeout: float) -> bool:
+        if not value.strip():
+            return False
+        if self.value_pattern is not None and \
+                self.value_pattern.fullmatch(value, timeout=timeout) is None:
+            return False
+        return self.allowed(value)
+
+
+@dataclass(eq=False)
+class CompiledEntity(CompiledRule):
+    nlp: Any = None
+
+    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+        labels = set(self.rule.labels)
+        return [(e.start_char, e.end_char) for e in self.nlp(text).ents
+                if e.label_ in labels and self.allowed(e.text)]
+
+
+def _glued(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and text[i].isalnum()
+
+
+def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str
+             ) -> regex.Pattern[str]:
+    try:
+        return regex.compile(source, flags)
+    except regex.error as exc:
+        raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule_id,
+                        field=field_name) from None
+
+
+def _re2_source(rule: RegexRule) -> str | None:
+    """The pattern as RE2 will read it, or None when RE2 could disagree with `regex`.
+
+    On ASCII text RE2 and `regex` agree on whether such a pattern matches; `$` (which `regex`
+    also matches before a final newline) and verbose mode are left to `regex` alone.
+    """
+    if "verbose" in rule.flags or "$" in rule.pattern:
+        return None
+    inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
+    return f"(?{inline}){rule.pattern}" if inline else rule.pattern
+
+
+_NLP_CACHE: dict[str, Any] = {}
+
+
+def _load_spacy(rule: EntityRule, pack: str) -> Any | None:
+    if rule.model in _NLP_CACHE:
+        return _NLP_CACHE[rule.model]
+    try:
+        import spacy
+    except ImportError:
+        if rule.optional:
+            return None
+        raise PackError("entity rules need spaCy: pip install 'literal-firewall[spacy]' "
+                        "(or mark the rule optional: true)", pack=pack, rule=rule.id,
+                        field="kind") from None
+    try:
+        nlp = spacy.load(rule.model, disable=["parser", "lemmatizer", "tagger"])
+    except OSError:
+        if rule.optional:
+            return None
+        raise PackError(f"spaCy pipeline {rule.model!r} is not installed: python -m spacy "
+                        f"download {rule.model} (or mark the rule optional: true)",
+                        pack=pack, rule=rule.id, field="model") from None
+    _NLP_CACHE[rule.model] = nlp
+    return nlp
+
+
+def compile_pack(pack: Pack) -> list[CompiledRule]:
+    """Compile every rule of a loaded pack; optional entity rules without spaCy are left out."""
+    compiled: list[CompiledRule] = []
+    allow_by_qid: dict[str, tuple[regex.Pattern[str], ...]] = {}
+    for owner, rule in zip(pack.owners, pack.rules):
+        qid = f"{owner}/{rule.id}"
+        allow = tuple(_compile(p, 0, "allowlist.patterns", owner, rule.id)
+                      for p in rule.allowlist.patterns)
+        allow_by_qid[qid] = allow
+        if isinstance(rule, RegexRule):
+            flags = 0
+            for name in rule.flags:
+                flags |= FLAGS[name]
+            pattern = _compile(rule.pattern, flags, "pattern", owner, rule.id)
+            if rule.checksum is not None and rule.checksum not in CHECKSUMS:
+                raise PackError(f"unknown checksum {rule.checksum!r}; known: "
+                                f"{', '.join(CHECKSUMS)}", pack=owner, rule=rule.id,
+                                field="checksum")
+            compiled.append(CompiledRegex(
+                qid, owner, rule, pattern=pattern,
+                group="literal" if "literal" in pattern.groupindex else 0,
+                keywords=tuple(k.lower() for k in rule.keywords),
+                checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
+                re2_source=_re2_source(rule)))
+        elif isinstance(rule, TermsRule):
+            automaton = ahocorasick.Automaton()
+            for term in rule.terms:
+                key = term.lower() if rule.ignore_case else term
+                if key:
+                    automaton.add_word(key, len(key))
+            automaton.make_automaton()
+            compiled.append(CompiledTerms(qid, owner, rule, automaton=automaton,
+                                          ignore_case=rule.ignore_case,
+                                          whole_word=rule.whole_word))
+        elif isinstance(rule, JsonKeyRule):
+            keys = "|".join(fnmatch.translate(k) for k in rule.keys)
+            compiled.append(CompiledJsonKey(
+                qid, owner, rule, key_pattern=regex.compile(keys),
+                value_pattern=_compile(rule.value_pattern, 0, "value_pattern", owner, rule.id) if rule.value_pattern else None))
+        elif isinstance(rule, EntityRule):
+            nlp = _load_spacy(rule, owner)
+            if nlp is not None:
+                compiled.append(CompiledEntity(qid, owner, rule, nlp=nlp))
+    for compiled_rule in compiled:
+        compiled_rule.allow_patterns = allow_by_qid[compiled_rule.qid]
+    return compiled

@@ -1,0 +1,227 @@
+"""The extraction engine: compiled packs → literals with provenance, turn by turn.
+
+Regex rules define the results (one compiled pattern per rule, run on the raw text); the
+prefilter only decides which of them to run. A rule that exceeds its time budget fails closed:
+the rule and turn are reported and the turn is marked to be kept verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .compiled import CompiledJsonKey, CompiledRegex, CompiledRule, compile_pack
+from .literals import Literal
+from .packs import Pack
+from .prefilter import Prefilter
+from .turns import ROLES, Conversation, Turn
+
+SpanFinder = Callable[[str], list[tuple[int, int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleTimeout:
+    """A rule ran out of time on a turn: that turn must be kept verbatim (fail closed)."""
+
+    rule: str
+    turn: int
+    field: str
+
+
+@dataclass(slots=True)
+class TurnScan:
+    literals: list[Literal] = field(default_factory=list)  # every hit, before deduplication
+    timeouts: list[RuleTimeout] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ScanResult:
+    literals: list[Literal]  # deduplicated by value, first provenance kept, in order
+    timeouts: list[RuleTimeout]
+
+    @property
+    def verbatim_turns(self) -> set[int]:
+        return {t.turn for t in self.timeouts}
+
+
+def _json_leaves(node: Any, path: str, key: str | None = None) -> Iterator[tuple[str, str | None, Any]]:
+    """(path, nearest key, scalar) for every scalar; list items inherit their parent's key."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _json_leaves(v, f"{path}.{k}", str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _json_leaves(v, f"{path}[{i}]", key)
+    else:
+        yield path, key, node
+
+
+def _scalar_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return None
+
+
+def _parse_json(text: str) -> Any | None:
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+class Extractor:
+    """Compiled packs, ready to scan. Build once; scanning is thread-safe and stateless."""
+
+    def __init__(self, packs: Iterable[Pack], *, timeout: float = 0.5,
+                 timeout_per_mb: float = 1.0) -> None:
+        seen: set[str] = set()
+        self.rules: list[CompiledRule] = []
+        self.packs = list(packs)
+        for pack in self.packs:
+            for rule in compile_pack(pack):
+                if rule.qid not in seen:  # a pack loaded twice, or extended and loaded
+                    seen.add(rule.qid)
+                    self.rules.append(rule)
+        self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
+        self._by_role: dict[str, _RoleRules] = {
+            role: _RoleRules([r for r in self.rules if role in r.rule.roles]) for role in ROLES}
+
+    def _budget(self, text: str) -> float:
+        return self.timeout + self.timeout_per_mb * len(text) / 1_000_000
+
+    def scan_text(self, text: str, role: str, *, turn: int = 0, field: str = "text",
+                  tool: str | None = None, out: TurnScan | None = None) -> TurnScan:
+        """Run every applicable text rule (regex, terms, entity) over one piece of text."""
+        out = out if out is not None else TurnScan()
+        if not text:
+            return out
+        rules = self._by_role[role]
+        budget = self._budget(text)
+        selected = [rules.regex[i] for i in rules.prefilter.candidates(text)] + rules.other
+        for rule in selected:
+            try:
+                spans = rule.find(text, budget)
+            except TimeoutError:
+                out.timeouts.append(RuleTimeout(rule.qid, turn, field))
+                continue
+            for start, end in spans:
+                out.literals.append(self._literal(rule, text[start:end], turn, role, start, end,
+                                                  field, tool))
+        return out
+
+    def scan_json(self, node: Any, role: str, *, turn: int, root: str, tool: str | None,
+                  out: TurnScan, text_rules: bool) -> None:
+        """json_key rules over a parsed JSON value; ``text_rules`` also scans string leaves."""
+        key_rules = self._by_role[role].json_key
+        budget = self.timeout
+        for path, key, value in _json_leaves(node, root):
+            text = _scalar_text(value)
+            if text is None:
+                continue
+            if key is not None:
+                for rule in key_rules:
+                    if not rule.match_key(key):
+                        continue
+                    try:
+                        accepted = rule.accept(text, budget)
+                    except TimeoutError:
+                        out.timeouts.append(RuleTimeout(rule.qid, turn, path))
+                        continue
+                    if accepted:
+                        out.literals.append(self._literal(rule, text, turn, role, 0, len(text),
+                                                          path, tool))
+            if text_rules and isinstance(value, str):
+                self.scan_text(value, role, turn=turn, field=path, tool=tool, out=out)
+
+    def scan_turn(self, turn: Turn, index: int, *, skip: SpanFinder | None = None) -> TurnScan:
+        """Every hit in one turn: its text, its tool calls' arguments, its JSON tool result."""
+        out = TurnScan()
+        if turn.role == "system":
+            return out
+        text = turn.text
+        if skip is not None and text:
+            for start, end in skip(text):  # genuine ledger blocks: blank them, keep offsets
+                text = text[:start] + " " * (end - start) + text[end:]
+        tool = turn.tool_name
+        self.scan_text(text, turn.role, turn=index, tool=tool, out=out)
+        if turn.role == "tool" and self._by_role["tool"].json_key:
+            parsed = _parse_json(text)
+            if parsed is not None:
+                self.scan_json(parsed, "tool", turn=index, root="content", tool=tool, out=out,
+                               text_rules=False)
+        for call in turn.tool_calls:
+            self.scan_json(call.arguments, turn.role, turn=index, root="arguments",
+                           tool=call.name, out=out, text_rules=True)
+        # document order: hits come grouped by rule; order by field (first appearance), offset
+        rank: dict[str, int] = {}
+        for lit in out.literals:
+            rank.setdefault(lit.field, len(rank))
+        out.literals.sort(key=lambda lit: (rank[lit.field], lit.start, -lit.end))
+        return out
+
+    def scan(self, conversation: Conversation | Iterable[Turn], *,
+             skip: SpanFinder | None = None) -> ScanResult:
+        scanner = Scanner(self, skip=skip)
+        turns = conversation.turns if isinstance(conversation, Conversation) else conversation
+        for turn in turns:
+            scanner.add(turn)
+        return scanner.result()
+
+    @staticmethod
+    def _literal(rule: CompiledRule, value: str, turn: int, role: str, start: int, end: int,
+                 field: str, tool: str | None) -> Literal:
+        spec = rule.rule
+        return Literal(value=value, rule=rule.qid, turn=turn, role=role, start=start, end=end,
+                       field=field, tool=tool, severity=spec.severity, sensitive=spec.sensitive,
+                       priority=spec.priority)
+
+
+class _RoleRules:
+    """The rules that apply to one role, split by how they run."""
+
+    def __init__(self, rules: list[CompiledRule]) -> None:
+        self.regex = [r for r in rules if isinstance(r, CompiledRegex)]
+        self.json_key = [r for r in rules if isinstance(r, CompiledJsonKey)]
+        self.other = [r for r in rules if not isinstance(r, (CompiledRegex, CompiledJsonKey))]
+        self.prefilter = Prefilter(self.regex)
+
+
+class Scanner:
+    """Incremental extraction: each new turn is scanned once; old turns are never rescanned."""
+
+    def __init__(self, extractor: Extractor, *, skip: SpanFinder | None = None) -> None:
+        self.extractor, self.skip = extractor, skip
+        self._by_value: dict[str, Literal] = {}
+        self.timeouts: list[RuleTimeout] = []
+        self.turns = 0
+
+    def add(self, turn: Turn) -> list[Literal]:
+        """Scan the next turn; returns the literals seen for the first time."""
+        found = self.extractor.scan_turn(turn, self.turns, skip=self.skip)
+        self.turns += 1
+        self.timeouts.extend(found.timeouts)
+        new = []
+        for lit in found.literals:
+            known = self._by_value.get(lit.value)
+            if known is None:
+                self._by_value[lit.value] = lit
+                new.append(lit)
+            else:
+                known.count += 1
+                if lit.severity == "required":
+                    known.severity = "required"
+                known.sensitive = known.sensitive or lit.sensitive
+                known.priority = max(known.priority, lit.priority)
+        return new
+
+    def result(self) -> ScanResult:
+        return ScanResult(literals=list(self._by_value.values()), timeouts=list(self.timeouts))

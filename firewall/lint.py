@@ -1,0 +1,184 @@
+"""`firewall rules lint`: problems a pack can load with but should not ship with."""
+
+from __future__ import annotations
+
+import re._constants as C
+import re._parser as sre_parse
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import regex
+
+from .packs import Pack, RegexRule
+
+# Texts that make backtracking-prone patterns blow up; each built once.
+_STRESS = ("a" * 20_000, "1" * 20_000, "a1" * 10_000, "a-" * 10_000, "/" * 20_000,
+           " " * 20_000, "a." * 10_000, "A_" * 10_000)
+_REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT)
+
+
+@dataclass(frozen=True, slots=True)
+class LintFinding:
+    rule: str  # qualified id, or the pack name for pack-level findings
+    severity: str  # "error" | "warning"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.rule}: {self.message}"
+
+
+def _unbounded(max_count: int) -> bool:
+    return max_count == C.MAXREPEAT or max_count > 16
+
+
+_CATEGORIES = {
+    C.CATEGORY_DIGIT: str.isdigit, C.CATEGORY_NOT_DIGIT: lambda c: not c.isdigit(),
+    C.CATEGORY_WORD: lambda c: c.isalnum() or c == "_",
+    C.CATEGORY_NOT_WORD: lambda c: not (c.isalnum() or c == "_"),
+    C.CATEGORY_SPACE: str.isspace, C.CATEGORY_NOT_SPACE: lambda c: not c.isspace(),
+}
+_ASCII = [chr(i) for i in range(128)]
+
+
+def _charset(op, av) -> frozenset[str] | None:
+    """ASCII characters one single-character item can match; None if it is not one."""
+    if op is C.LITERAL:
+        return frozenset({chr(av)})
+    if op is C.NOT_LITERAL:
+        return frozenset(c for c in _ASCII if ord(c) != av)
+    if op is C.ANY:
+        return frozenset(c for c in _ASCII if c != "\n")
+    if op is C.IN:
+        members, negate = set(), False
+        for item_op, item in av:
+            if item_op is C.NEGATE:
+                negate = True
+            elif item_op is C.LITERAL:
+                members.add(chr(item))
+            elif item_op is C.RANGE:
+                members.update(c for c in _ASCII if item[0] <= ord(c) <= item[1])
+            elif item_op is C.CATEGORY and item in _CATEGORIES:
+                members.update(c for c in _ASCII if _CATEGORIES[item](c))
+            else:
+                return None
+        return frozenset(c for c in _ASCII if (c in members) != negate)
+    return None
+
+
+def _repeat_chars(av) -> frozenset[str] | None:
+    body = av[2].data
+    return _charset(*body[0]) if len(body) == 1 else None
+
+
+def _walk(pattern: sre_parse.SubPattern, inside_repeat: bool) -> Iterable[str]:
+    items = pattern.data
+    for i, (op, av) in enumerate(items):
+        if op in _REPEATS:
+            _, max_count, body = av
+            if inside_repeat and _unbounded(max_count) and not _fenced(av, items[i + 1:]):
+                yield ("nested quantifiers (a repeated group containing an unbounded repeat "
+                       "that nothing separates from the next round) can backtrack "
+                       "exponentially; make the inner part possessive (*+, ++) or atomic "
+                       "((?>...)), or end it with a separator it cannot match")
+            yield from _walk(body, inside_repeat or _unbounded(max_count))
+        elif op is C.SUBPATTERN:
+            yield from _walk(av[3], inside_repeat)
+        elif op is C.BRANCH:
+            branches = av[1]
+            if inside_repeat and _overlapping(branches):
+                yield ("alternatives that can match the same text under a quantifier, as in "
+                       "(a|aa)+, backtrack exponentially; make the alternatives disjoint or "
+                       "the group atomic ((?>...))")
+            for branch in branches:
+                yield from _walk(branch, inside_repeat)
+        # possessive repeats and atomic groups never backtrack into themselves: not walked
+
+
+def _fenced(repeat_av, rest) -> bool:
+    """An inner repeat followed by a mandatory character it cannot match is linear."""
+    chars = _repeat_chars(repeat_av)
+    if chars is None or not rest:
+        return False
+    follower = _charset(*rest[0])
+    return follower is not None and not (chars & follower)
+
+
+def _overlapping(branches: list[sre_parse.SubPattern]) -> bool:
+    """Two alternatives that can start alike. The parser factors out common prefixes, so
+    (a|aa) arrives as a(?:|a): an empty alternative counts as overlapping too."""
+    firsts: set[int] = set()
+    for branch in branches:
+        if not branch.data:
+            return True
+        op, av = branch.data[0]
+        if op is C.LITERAL:
+            if av in firsts:
+                return True
+            firsts.add(av)
+    return False
+
+
+def shape_problems(pattern: str) -> list[str]:
+    """Static backtracking risks, from the stdlib parser (regex-only syntax is approximated)."""
+    approx = regex.sub(r"\\[pP]\{[^}]*\}", r"\\w", pattern)
+    try:
+        parsed = sre_parse.parse(approx)
+    except Exception:
+        return []
+    return list(dict.fromkeys(_walk(parsed, False)))
+
+
+def stress(pattern: regex.Pattern[str], limit: float = 0.2) -> float | None:
+    """Seconds the slowest adversarial text took, or None if one hit the limit (timeout)."""
+    worst = 0.0
+    for text in _STRESS:
+        start = time.perf_counter()
+        try:
+            for _ in pattern.finditer(text, timeout=limit):
+                pass
+        except TimeoutError:
+            return None
+        worst = max(worst, time.perf_counter() - start)
+    return worst
+
+
+def lint(packs: Iterable[Pack]) -> list[LintFinding]:
+    findings: list[LintFinding] = []
+    owners: dict[str, str] = {}
+    for pack in packs:
+        for qid, rule in zip(pack.qualified_ids(), pack.rules):
+            if qid in owners and owners[qid] != pack.name:
+                continue  # inherited through `extends`: linted with its own pack
+            owners[qid] = pack.name
+            findings.extend(_lint_rule(qid, rule))
+    return findings
+
+
+def _lint_rule(qid: str, rule) -> list[LintFinding]:
+    out = []
+    if not rule.examples.match:
+        out.append(LintFinding(qid, "warning", "no positive example (examples.match)"))
+    if not rule.examples.no_match:
+        out.append(LintFinding(qid, "warning", "no negative example (examples.no_match)"))
+    if not rule.description:
+        out.append(LintFinding(qid, "warning", "no description"))
+    if isinstance(rule, RegexRule):
+        keywords = [k.lower() for k in rule.keywords]
+        for example in rule.examples.match:
+            if keywords and not any(k in example.text.lower() for k in keywords):
+                out.append(LintFinding(qid, "error",
+                                       f"no keyword {rule.keywords} occurs in the positive "
+                                       f"example {example.text[:60]!r}: the prefilter skips it"))
+        for problem in shape_problems(rule.pattern):
+            out.append(LintFinding(qid, "error", problem))
+        compiled = regex.compile(rule.pattern)
+        worst = stress(compiled)
+        if worst is None:
+            out.append(LintFinding(qid, "error", "timed out on a 20 kB adversarial text: "
+                                                 "catastrophic backtracking"))
+        elif worst > 0.05:
+            out.append(LintFinding(qid, "warning", f"slow on a 20 kB adversarial text "
+                                                   f"({worst * 1000:.0f} ms): check for "
+                                                   f"superlinear backtracking"))
+    return out

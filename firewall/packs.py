@@ -1,0 +1,322 @@
+"""Rule packs: YAML → validated pydantic models → compiled rules.
+
+The raw form mirrors the YAML exactly (``extra="forbid"``: a misspelt key is an error, not a
+silently ignored setting). Every error names the pack, the rule id, the field and the line.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal as TypingLiteral
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .errors import PackError
+from .turns import Role
+
+RULE_ID = r"^[a-z0-9][a-z0-9._-]*$"
+PACK_NAME = r"^[a-z0-9][a-z0-9._-]*$"
+DEFAULT_ROLES: list[Role] = ["user", "tool", "assistant"]
+REGEX_FIELDS = ("pattern", "value_pattern")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MatchExample(_Strict):
+    """A text and the exact literals this rule must extract from it, in order of appearance."""
+
+    text: str
+    literals: list[str]
+
+
+class Examples(_Strict):
+    match: list[MatchExample] = Field(default_factory=list)
+    no_match: list[str] = Field(default_factory=list, description="texts that must yield nothing")
+
+
+class Allowlist(_Strict):
+    """Values this rule must not report: exact strings, or regexes that must match the whole value."""
+
+    values: list[str] = Field(default_factory=list)
+    patterns: list[str] = Field(default_factory=list)
+
+
+class _RuleBase(_Strict):
+    id: str = Field(pattern=RULE_ID, description="unique within the pack")
+    description: str = ""
+    roles: list[Role] = Field(default_factory=lambda: list(DEFAULT_ROLES),
+                              description="the turns the rule applies to")
+    severity: TypingLiteral["required", "pin"] = Field(
+        "pin", description="required: must appear in the summary itself; pin: the ledger suffices")
+    sensitive: bool = Field(False, description="a secret: hashed in the audit log, placeholder mode")
+    priority: int = Field(50, ge=0, le=100, description="ledger salience; higher is kept longer")
+    examples: Examples = Field(default_factory=Examples)
+    allowlist: Allowlist = Field(default_factory=Allowlist)
+
+
+class RegexRule(_RuleBase):
+    kind: TypingLiteral["regex"]
+    pattern: str = Field(description="`regex` syntax; a named group `literal` selects what is kept")
+    flags: list[TypingLiteral["ignorecase", "multiline", "dotall", "verbose"]] = Field(
+        default_factory=list, description="case-sensitive unless `ignorecase` is given")
+    keywords: list[str] = Field(
+        default_factory=list,
+        description="prefilter: the rule runs only on texts containing one of these (any case)")
+    checksum: str | None = Field(None, description="a validator from the checksum registry")
+
+
+class JsonKeyRule(_RuleBase):
+    kind: TypingLiteral["json_key"]
+    keys: list[str] = Field(min_length=1, description="key names or glob patterns such as *_id")
+    value_pattern: str | None = Field(None, description="regex the whole value must match")
+    roles: list[Role] = Field(default_factory=lambda: ["tool", "assistant"])
+
+
+class TermsRule(_RuleBase):
+    kind: TypingLiteral["terms"]
+    terms: list[str] = Field(min_length=1)
+    ignore_case: bool = False
+    whole_word: bool = Field(True, description="a term glued to a letter or digit does not match")
+
+
+class EntityRule(_RuleBase):
+    kind: TypingLiteral["entity"]
+    labels: list[str] = Field(min_length=1, description="spaCy NER labels: PERSON, ORG, MONEY...")
+    model: str = "en_core_web_sm"
+    optional: bool = Field(False, description="skip the rule, instead of failing, without spaCy")
+
+
+Rule = Annotated[RegexRule | JsonKeyRule | TermsRule | EntityRule, Field(discriminator="kind")]
+_RULE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Rule)
+RULE_KINDS = ("regex", "json_key", "terms", "entity")
+
+
+class Defaults(_Strict):
+    """Values every rule of the pack takes unless it sets its own."""
+
+    roles: list[Role] | None = None
+    severity: TypingLiteral["required", "pin"] | None = None
+    sensitive: bool | None = None
+    priority: int | None = Field(None, ge=0, le=100)
+
+
+class Extends(_Strict):
+    pack: str = Field(description="a built-in pack name or a path relative to this pack")
+    disable: list[str] = Field(default_factory=list, description="rule ids not to inherit")
+
+
+class PackSpec(_Strict):
+    """A rule pack file, as written."""
+
+    name: str = Field(pattern=PACK_NAME)
+    version: str
+    description: str = ""
+    extends: list[Extends | str] = Field(default_factory=list)
+    defaults: Defaults = Field(default_factory=Defaults)
+    rules: list[Rule] = Field(default_factory=list)
+
+
+class Pack(BaseModel):
+    """A loaded pack: its own rules plus inherited ones (already filtered by ``disable``)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    version: str
+    description: str = ""
+    path: str | None = None
+    rules: tuple[Any, ...]  # Rule models; ``owners`` maps rule index → defining pack name
+    owners: tuple[str, ...]
+
+    def qualified_ids(self) -> list[str]:
+        return [f"{owner}/{rule.id}" for owner, rule in zip(self.owners, self.rules)]
+
+    @cached_property
+    def rules_by_id(self) -> dict[str, Any]:
+        return dict(zip(self.qualified_ids(), self.rules))
+
+
+# ── YAML with line numbers ──────────────────────────────────────────────────────────────
+
+class _LineDict(dict):
+    """A mapping that remembers the line (1-based) of itself and of each key's value."""
+
+    line: int = 0
+    key_lines: dict[str, int]
+    key_styles: dict[str, str | None]
+
+
+class _Loader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        mapping = _LineDict(super().construct_mapping(node, deep=True))
+        mapping.line = node.start_mark.line + 1
+        mapping.key_lines, mapping.key_styles = {}, {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            mapping.key_lines[key] = value_node.start_mark.line + 1
+            mapping.key_styles[key] = getattr(value_node, "style", None)
+        return mapping
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_mapping)
+
+
+def _located(message: str, path: str, line: int | None) -> str:
+    return f"{path}:{line}: {message}" if line else f"{path}: {message}"
+
+
+def _error_field(error: dict[str, Any]) -> str:
+    # ``loc`` of a discriminated union carries the kind tag ('regex'); drop it for readability
+    parts = [str(p) for p in error["loc"] if p not in RULE_KINDS]
+    return ".".join(parts) or "(rule)"
+
+
+def parse_pack(text: str, path: str = "<string>") -> PackSpec:
+    """Parse and validate one pack's YAML text; every error names pack, rule, field and line."""
+    try:
+        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise PackError(_located(f"invalid YAML: {getattr(exc, 'problem', exc)}", path,
+                                 mark.line + 1 if mark else None)) from None
+    if not isinstance(raw, dict):
+        raise PackError(_located("a rule pack must be a mapping with name, version and rules",
+                                 path, 1))
+    pack_name = raw.get("name") if isinstance(raw.get("name"), str) else None
+    raw_rules = raw.get("rules") or []
+    if not isinstance(raw_rules, list):
+        raise PackError(_located("expected a list of rules", path, raw.key_lines.get("rules")),
+                        pack=pack_name, field="rules")
+    defaults = {k: v for k, v in (raw.get("defaults") or {}).items() if v is not None} \
+        if isinstance(raw.get("defaults"), dict) else {}
+    rules, seen = [], {}
+    for position, raw_rule in enumerate(raw_rules):
+        rules.append(_parse_rule(raw_rule, position, defaults, pack_name, path, seen))
+    header = {k: v for k, v in raw.items() if k != "rules"}
+    try:
+        spec = PackSpec.model_validate({**header, "rules": []})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = _error_field(error)
+        top = str(error["loc"][0]) if error["loc"] else ""
+        raise PackError(_located(error["msg"], path, raw.key_lines.get(top, raw.line)),
+                        pack=pack_name, field=field) from None
+    return spec.model_copy(update={"rules": rules})
+
+
+def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: str | None,
+                path: str, seen: dict[str, int]) -> Any:
+    if not isinstance(raw_rule, dict):
+        raise PackError(_located(f"rule #{position + 1} must be a mapping", path, None),
+                        pack=pack, field=f"rules[{position}]")
+    rule_id = raw_rule.get("id") if isinstance(raw_rule.get("id"), str) else f"#{position + 1}"
+    line_of = getattr(raw_rule, "key_lines", {})
+    for name in REGEX_FIELDS:
+        # PyYAML silently cuts a plain scalar at ' #', and double quotes turn \b into a backspace
+        if name in raw_rule and getattr(raw_rule, "key_styles", {}).get(name) not in ("'", "|", ">"):
+            raise PackError(_located("write regexes single-quoted ('...') or as a block scalar "
+                                     "(|): plain and double-quoted YAML change backslashes and "
+                                     "cut at ' #'", path, line_of.get(name)),
+                            pack=pack, rule=rule_id, field=name)
+    merged = {**defaults, **raw_rule}
+    try:
+        rule = _RULE_ADAPTER.validate_python(merged)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = _error_field(error)
+        top = next((str(p) for p in error["loc"] if p not in RULE_KINDS), "")
+        message = error["msg"]
+        if error["type"] == "union_tag_invalid" or error["type"] == "union_tag_not_found":
+            field, message = "kind", f"kind must be one of {', '.join(RULE_KINDS)}"
+        raise PackError(_located(message, path, line_of.get(top, getattr(raw_rule, "line", None))),
+                        pack=pack, rule=rule_id, field=field) from None
+    if rule.id in seen:
+        raise PackError(_located(f"duplicate rule id (first defined as rule #{seen[rule.id] + 1})",
+                                 path, getattr(raw_rule, "line", None)),
+                        pack=pack, rule=rule.id, field="id")
+    seen[rule.id] = position
+    return rule
+
+
+# ── discovery and loading ───────────────────────────────────────────────────────────────
+
+def builtin_dir() -> Path:
+    """The built-in packs: inside the wheel (``firewall/rules``) or the source checkout."""
+    installed = Path(__file__).with_name("rules")
+    return installed if installed.is_dir() else Path(__file__).resolve().parent.parent / "rules"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
+
+
+def resolve(name_or_path: str | Path, relative_to: Path | None = None) -> Path:
+    text = str(name_or_path)
+    candidate = Path(text)
+    if relative_to is not None and not candidate.is_absolute():
+        local = relative_to / candidate
+        if local.suffix in (".yaml", ".yml") and local.is_file():
+            return local
+    if candidate.suffix in (".yaml", ".yml") or "/" in text or candidate.is_file():
+        if not candidate.is_file():
+            raise PackError(f"rule pack file not found: {text}")
+        return candidate
+    builtin = builtin_dir() / f"{text}.yaml"
+    if not builtin.is_file():
+        raise PackError(f"unknown rule pack {text!r}; built-in packs: "
+                        f"{', '.join(builtin_names())}, or give a path to a .yaml file")
+    return builtin
+
+
+def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
+              _relative_to: Path | None = None) -> Pack:
+    path = resolve(name_or_path, _relative_to)
+    key = str(path.resolve())
+    if key in _chain:
+        raise PackError(f"'extends' cycle: {' -> '.join(_chain + (key,))}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(f"{path}: cannot read: {exc}") from None
+    spec = parse_pack(text, str(path))
+    rules: list[Any] = []
+    owners: list[str] = []
+    for parent in spec.extends:
+        ref = Extends(pack=parent) if isinstance(parent, str) else parent
+        base = load_pack(ref.pack, _chain=_chain + (key,), _relative_to=path.parent)
+        unknown = set(ref.disable) - {r.id for r in base.rules}
+        if unknown:
+            raise PackError(f"{path}: cannot disable unknown rule(s) {', '.join(sorted(unknown))} "
+                            f"of pack {base.name!r}", pack=spec.name, field="extends.disable")
+        for owner, rule in zip(base.owners, base.rules):
+            if rule.id not in ref.disable:
+                rules.append(rule)
+                owners.append(owner)
+    rules.extend(spec.rules)
+    owners.extend([spec.name] * len(spec.rules))
+    return Pack(name=spec.name, version=spec.version, description=spec.description,
+                path=str(path), rules=tuple(rules), owners=tuple(owners))
+
+
+def load_packs(*names_or_paths: str | Path, strict: bool = True) -> list[Pack]:
+    """Load packs by built-in name or path (all built-in packs when none is given).
+
+    In strict mode every rule's examples are run through the whole engine and a pack whose
+    examples fail does not load.
+    """
+    packs = [load_pack(n) for n in (names_or_paths or builtin_names())]
+    if strict:
+        from .examples import failures  # the engine depends on packs, not the reverse
+
+        for pack in packs:
+            problems = failures([pack])
+            if problems:
+                raise PackError(f"{pack.path}: {len(problems)} rule example(s) fail; run "
+                                f"'firewall rules test {pack.path}':\n  "
+                                + "\n  ".join(p.describe() for p in problems[:10]),
+                                pack=pack.name)
+    return packs
