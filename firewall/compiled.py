@@ -174,10 +174,6 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
             for name in rule.flags:
                 flags |= FLAGS[name]
             pattern = _compile(rule.pattern, flags, "pattern", owner, rule.id)
-            if rule.checksum is not None and rule.checksum not in CHECKSUMS:
-                raise PackError(f"unknown checksum {rule.checksum!r}; known: "
-                                f"{', '.join(CHECKSUMS)}", pack=owner, rule=rule.id,
-                                field="checksum")
             compiled.append(CompiledRegex(
                 qid, owner, rule, pattern=pattern,
                 group="literal" if "literal" in pattern.groupindex else 0,

@@ -23,16 +23,19 @@ class FirewallError(Exception):
 
 
 class PackError(FirewallError):
-    """A rule pack is invalid. ``pack``, ``rule`` and ``field`` say where, when known."""
+    """A rule pack is invalid: ``path:line: pack 'p', rule 'r', field 'f': what is wrong``."""
 
     def __init__(self, message: str, *, pack: str | None = None, rule: str | None = None,
-                 field: str | None = None) -> None:
+                 field: str | None = None, path: str | None = None,
+                 line: int | None = None) -> None:
         where = ", ".join(
             f"{name} {value!r}" for name, value in (("pack", pack), ("rule", rule), ("field", field))
             if value is not None
         )
-        super().__init__(f"{where}: {message}" if where else message)
-        self.pack, self.rule, self.field = pack, rule, field
+        location = f"{path}:{line}" if path and line else path
+        text = f"{where}: {message}" if where else message
+        super().__init__(f"{location}: {text}" if location else text)
+        self.pack, self.rule, self.field, self.path, self.line = pack, rule, field, path, line
 
 
 class ConversationError(FirewallError):

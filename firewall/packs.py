@@ -10,9 +10,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal as TypingLiteral
 
+import regex
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .checksums import CHECKSUMS
 from .errors import PackError
 from .turns import Role
 
@@ -165,10 +167,6 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_mapping)
 
 
-def _located(message: str, path: str, line: int | None) -> str:
-    return f"{path}:{line}: {message}" if line else f"{path}: {message}"
-
-
 def _error_field(error: dict[str, Any]) -> str:
     # ``loc`` of a discriminated union carries the kind tag ('regex'); drop it for readability
     parts = [str(p) for p in error["loc"] if p not in RULE_KINDS]
@@ -181,16 +179,16 @@ def parse_pack(text: str, path: str = "<string>") -> PackSpec:
         raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise PackError(_located(f"invalid YAML: {getattr(exc, 'problem', exc)}", path,
-                                 mark.line + 1 if mark else None)) from None
+        raise PackError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                        line=mark.line + 1 if mark else None) from None
     if not isinstance(raw, dict):
-        raise PackError(_located("a rule pack must be a mapping with name, version and rules",
-                                 path, 1))
+        raise PackError("a rule pack must be a mapping with name, version and rules",
+                        path=path, line=1)
     pack_name = raw.get("name") if isinstance(raw.get("name"), str) else None
     raw_rules = raw.get("rules") or []
     if not isinstance(raw_rules, list):
-        raise PackError(_located("expected a list of rules", path, raw.key_lines.get("rules")),
-                        pack=pack_name, field="rules")
+        raise PackError("expected a list of rules", pack=pack_name, field="rules", path=path,
+                        line=raw.key_lines.get("rules"))
     defaults = {k: v for k, v in (raw.get("defaults") or {}).items() if v is not None} \
         if isinstance(raw.get("defaults"), dict) else {}
     rules, seen = [], {}
@@ -203,25 +201,25 @@ def parse_pack(text: str, path: str = "<string>") -> PackSpec:
         error = exc.errors()[0]
         field = _error_field(error)
         top = str(error["loc"][0]) if error["loc"] else ""
-        raise PackError(_located(error["msg"], path, raw.key_lines.get(top, raw.line)),
-                        pack=pack_name, field=field) from None
+        raise PackError(error["msg"], pack=pack_name, field=field, path=path,
+                        line=raw.key_lines.get(top, raw.line)) from None
     return spec.model_copy(update={"rules": rules})
 
 
 def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: str | None,
                 path: str, seen: dict[str, int]) -> Any:
     if not isinstance(raw_rule, dict):
-        raise PackError(_located(f"rule #{position + 1} must be a mapping", path, None),
-                        pack=pack, field=f"rules[{position}]")
+        raise PackError(f"rule #{position + 1} must be a mapping", pack=pack,
+                        field=f"rules[{position}]", path=path)
     rule_id = raw_rule.get("id") if isinstance(raw_rule.get("id"), str) else f"#{position + 1}"
     line_of = getattr(raw_rule, "key_lines", {})
     for name in REGEX_FIELDS:
         # PyYAML silently cuts a plain scalar at ' #', and double quotes turn \b into a backspace
         if name in raw_rule and getattr(raw_rule, "key_styles", {}).get(name) not in ("'", "|", ">"):
-            raise PackError(_located("write regexes single-quoted ('...') or as a block scalar "
-                                     "(|): plain and double-quoted YAML change backslashes and "
-                                     "cut at ' #'", path, line_of.get(name)),
-                            pack=pack, rule=rule_id, field=name)
+            raise PackError("write regexes single-quoted ('...') or as a block scalar (|): "
+                            "plain and double-quoted YAML change backslashes and cut at ' #'",
+                            pack=pack, rule=rule_id, field=name, path=path,
+                            line=line_of.get(name))
     merged = {**defaults, **raw_rule}
     try:
         rule = _RULE_ADAPTER.validate_python(merged)
@@ -232,14 +230,34 @@ def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: st
         message = error["msg"]
         if error["type"] == "union_tag_invalid" or error["type"] == "union_tag_not_found":
             field, message = "kind", f"kind must be one of {', '.join(RULE_KINDS)}"
-        raise PackError(_located(message, path, line_of.get(top, getattr(raw_rule, "line", None))),
-                        pack=pack, rule=rule_id, field=field) from None
+        raise PackError(message, pack=pack, rule=rule_id, field=field, path=path,
+                        line=line_of.get(top, getattr(raw_rule, "line", None))) from None
     if rule.id in seen:
-        raise PackError(_located(f"duplicate rule id (first defined as rule #{seen[rule.id] + 1})",
-                                 path, getattr(raw_rule, "line", None)),
-                        pack=pack, rule=rule.id, field="id")
+        raise PackError(f"duplicate rule id (first defined as rule #{seen[rule.id] + 1})",
+                        pack=pack, rule=rule.id, field="id", path=path,
+                        line=getattr(raw_rule, "line", None))
     seen[rule.id] = position
+    _check_compiles(rule, pack, path, line_of)
     return rule
+
+
+def _check_compiles(rule: Any, pack: str | None, path: str, line_of: dict[str, int]) -> None:
+    """Regexes and checksum names are checked here, where the line is still known."""
+    sources = [(name, getattr(rule, name, None)) for name in REGEX_FIELDS]
+    sources += [("allowlist.patterns", p) for p in rule.allowlist.patterns]
+    for name, source in sources:
+        if source is None:
+            continue
+        try:
+            regex.compile(source)
+        except regex.error as exc:
+            raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule.id, field=name,
+                            path=path, line=line_of.get(name.split(".")[0])) from None
+    checksum = getattr(rule, "checksum", None)
+    if checksum is not None and checksum not in CHECKSUMS:
+        raise PackError(f"unknown checksum {checksum!r}; known: {', '.join(CHECKSUMS)}",
+                        pack=pack, rule=rule.id, field="checksum", path=path,
+                        line=line_of.get("checksum"))
 
 
 # ── discovery and loading ───────────────────────────────────────────────────────────────
@@ -281,7 +299,7 @@ def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PackError(f"{path}: cannot read: {exc}") from None
+        raise PackError(f"cannot read: {exc}", path=str(path)) from None
     spec = parse_pack(text, str(path))
     rules: list[Any] = []
     owners: list[str] = []
@@ -290,8 +308,9 @@ def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
         base = load_pack(ref.pack, _chain=_chain + (key,), _relative_to=path.parent)
         unknown = set(ref.disable) - {r.id for r in base.rules}
         if unknown:
-            raise PackError(f"{path}: cannot disable unknown rule(s) {', '.join(sorted(unknown))} "
-                            f"of pack {base.name!r}", pack=spec.name, field="extends.disable")
+            raise PackError(f"cannot disable unknown rule(s) {', '.join(sorted(unknown))} "
+                            f"of pack {base.name!r}", pack=spec.name, field="extends.disable",
+                            path=str(path))
         for owner, rule in zip(base.owners, base.rules):
             if rule.id not in ref.disable:
                 rules.append(rule)
@@ -315,8 +334,8 @@ def load_packs(*names_or_paths: str | Path, strict: bool = True) -> list[Pack]:
         for pack in packs:
             problems = failures([pack])
             if problems:
-                raise PackError(f"{pack.path}: {len(problems)} rule example(s) fail; run "
-                                f"'firewall rules test {pack.path}':\n  "
+                raise PackError(f"{len(problems)} rule example(s) fail; run 'firewall rules "
+                                f"test {pack.path}':\n  "
                                 + "\n  ".join(p.describe() for p in problems[:10]),
-                                pack=pack.name)
+                                pack=pack.name, path=pack.path)
     return packs

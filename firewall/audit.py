@@ -1,0 +1,745 @@
+"""Audit records (which literal survived which compaction, and where) and the logs keeping them.
+
+Every compaction leaves one ``AuditRecord``. A sink has one method, ``write(record)``; the
+built-in logs also answer the questions the ``firewall audit`` command asks:
+
+    SQLiteAuditLog(path=None)   default; FIREWALL_AUDIT_DB, else <user state dir>/audit.db
+    JSONLAuditLog(path)         one JSON line per record, queried by scanning the file
+    MemoryAuditLog()            a list, for tests and for callers that persist records themselves
+
+Sensitive literals are never stored in clear: only an HMAC-SHA256 of the value under a
+per-installation key (``installation_key()``), so ``find_literal("sk-...")`` still finds them.
+Every storage failure is raised as ``AuditError`` naming the file and what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal as TypingLiteral, Protocol, runtime_checkable
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import AuditError
+from .turns import Role
+
+APP_NAME = "literal-firewall"
+DB_ENV = "FIREWALL_AUDIT_DB"
+KEY_ENV = "FIREWALL_AUDIT_KEY"
+HASH_PREFIX = "hmac:"  # how a sensitive value is written where a value would otherwise go
+
+Status = TypingLiteral[
+    "in_summary",          # byte-for-byte in the summary
+    "reinjected",          # not in the summary; in the re-injected ledger
+    "mutated_repaired",    # the summary held a near miss; a retry or the ledger restored it
+    "mutated_unrepaired",  # the summary holds a near miss and nothing restored the exact bytes
+    "evicted",             # dropped from the ledger by the token budget
+    "kept_verbatim",       # in the kept tail, untouched by the compaction
+    "opaque",              # a vendor summary that could not be checked; the ledger was re-injected
+    "missing",             # lost: in none of summary, ledger or tail
+]
+Outcome = TypingLiteral["compacted", "uncompacted", "refused"]
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP_NAME))
+
+
+def installation_key() -> bytes:
+    """The HMAC key of this installation: ``FIREWALL_AUDIT_KEY``, else the ``key`` file.
+
+    The key is the text itself (UTF-8), so copying the file's content into the env var
+    reproduces the same hashes on another machine. The file is created on first use, 0600.
+    """
+    env = os.environ.get(KEY_ENV, "").strip()
+    if env:
+        return env.encode()
+    path = state_dir() / "key"
+    try:
+        if not path.exists():
+            _create_key(path)
+        key = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise _os_error(path, exc, "reading the audit key") from exc
+    if not key:
+        raise AuditError(f"audit key {path} is empty: delete it (a new one is created) "
+                         f"or set {KEY_ENV}")
+    return key.encode()
+
+
+def _create_key(path: Path) -> None:
+    # Write a private temp file, then hard-link it into place: link fails if another process
+    # got there first, so concurrent first uses agree on one key and nobody reads a half file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".key.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (secrets.token_hex(32) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    except OSError:  # a filesystem without hard links: last writer wins, still never half a key
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def literal_hash(value: str, key: bytes) -> str:
+    """Hex HMAC-SHA256 of ``value``: lets a log find a literal without storing it."""
+    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+# --------------------------------------------------------------------------- records
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PackRef(_Model):
+    name: str
+    version: str
+
+
+class LiteralOutcome(_Model):
+    """Where one ledger literal ended up after a compaction.
+
+    ``value`` is ``None`` exactly when ``sensitive``; ``value_hash`` is always set. Build one with
+    ``LiteralOutcome.of(value, key=..., ...)`` so a sensitive value is hashed and dropped for you.
+    ``detail`` must never contain a sensitive value (``of`` masks it if it does).
+    """
+
+    value: str | None
+    value_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    rule: str
+    role: Role
+    turn: int = Field(ge=0)
+    status: Status
+    in_summary: bool = False
+    in_ledger: bool = False
+    in_tail: bool = False
+    sensitive: bool = False
+    detail: str | None = None
+
+    @model_validator(mode="after")
+    def _value_iff_not_sensitive(self) -> LiteralOutcome:
+        if self.sensitive and self.value is not None:
+            raise ValueError("a sensitive literal is stored hashed: value must be None")
+        if not self.sensitive and self.value is None:
+            raise ValueError("value is required unless the literal is sensitive")
+        return self
+
+    @classmethod
+    def of(cls, value: str, *, key: bytes, sensitive: bool = False,
+           **fields: Any) -> LiteralOutcome:
+        value_hash = literal_hash(value, key)
+        detail = fields.pop("detail", None)
+        if sensitive and detail:
+            detail = detail.replace(value, HASH_PREFIX + value_hash)
+        return cls(value=None if sensitive else value, value_hash=value_hash,
+                   sensitive=sensitive, detail=detail, **fields)
+
+
+class VerdictSummary(_Model):
+    """An attempt's verdict: counts, and which values were missing or mutated (sensitive ones as
+    ``hmac:<hash>``)."""
+
+    present: int = Field(ge=0)
+    missing: int = Field(ge=0)
+    mutated: int = Field(ge=0)
+    missing_values: list[str] = []
+    mutated_values: list[str] = []
+
+    @classmethod
+    def of(cls, present: int, missing: Iterable[str], mutated: Iterable[str], *, key: bytes,
+           sensitive: Iterable[str] = ()) -> VerdictSummary:
+        secret = set(sensitive)
+
+        def shown(values: Iterable[str]) -> list[str]:
+            return [HASH_PREFIX + literal_hash(v, key) if v in secret else v for v in values]
+
+        missing_values, mutated_values = shown(missing), shown(mutated)
+        return cls(present=present, missing=len(missing_values), mutated=len(mutated_values),
+                   missing_values=missing_values, mutated_values=mutated_values)
+
+
+class Attempt(_Model):
+    """One summarizer call. ``verdict`` is None when the call failed before it could be checked."""
+
+    number: int = Field(ge=1)
+    summarizer: str
+    model: str | None = None
+    verdict: VerdictSummary | None = None
+    usage: dict[str, int] = {}
+    error: str | None = None
+    duration_ms: float = Field(ge=0)
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _token_counts(cls, usage: Any) -> Any:
+        # Vendors nest counts (anthropic: cache_creation.ephemeral_5m_input_tokens) and mix in
+        # non-counts (service_tier); keep the integers, flattened to dotted keys.
+        if not isinstance(usage, dict):
+            return usage
+        flat: dict[str, int] = {}
+
+        def walk(prefix: str, node: dict[str, Any]) -> None:
+            for k, v in node.items():
+                name = f"{prefix}{k}"
+                if isinstance(v, dict):
+                    walk(name + ".", v)
+                elif isinstance(v, int) and not isinstance(v, bool):
+                    flat[name] = v
+
+        walk("", usage)
+        return flat
+
+
+class AuditRecord(_Model):
+    """Everything one compaction did to the literals of one conversation."""
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=r"^[0-9a-f]{32}$")
+    conversation_id: str
+    compaction: int = Field(ge=1, description="1-based number within the conversation")
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    packs: list[PackRef] = []
+    policy: str
+    vendor_path: str = Field(description='e.g. "extractive", "anthropic-client", '
+                                         '"anthropic-server", "openai-opaque"')
+    span: tuple[int, int] | None = Field(description="first and last turn index compacted")
+    turns_compacted: int = Field(ge=0)
+    tokens_before: int = Field(ge=0)
+    tokens_after: int = Field(ge=0)
+    ledger_tokens: int = Field(ge=0)
+    literals: list[LiteralOutcome] = []
+    attempts: list[Attempt] = []
+    outcome: Outcome
+    error: str | None = None
+    placeholders: bool = False
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("created_at must be timezone-aware")
+        return value.astimezone(timezone.utc)
+
+    @field_validator("span")
+    @classmethod
+    def _ordered(cls, span: tuple[int, int] | None) -> tuple[int, int] | None:
+        if span is not None and not 0 <= span[0] <= span[1]:
+            raise ValueError(f"span must be (first, last) with 0 <= first <= last, got {span}")
+        return span
+
+
+class RecordSummary(_Model):
+    """One line of ``firewall audit list``: the top-level fields and literal counts by status."""
+
+    id: str
+    conversation_id: str
+    compaction: int
+    created_at: datetime
+    policy: str
+    vendor_path: str
+    outcome: Outcome
+    turns_compacted: int
+    tokens_before: int
+    tokens_after: int
+    ledger_tokens: int
+    statuses: dict[str, int]
+
+    @classmethod
+    def of(cls, record: AuditRecord) -> RecordSummary:
+        fields = record.model_dump(include=set(cls.model_fields) - {"statuses"})
+        return cls(**fields, statuses=dict(Counter(lit.status for lit in record.literals)))
+
+
+def _redacted(record: AuditRecord, key: bytes) -> AuditRecord:
+    """Belt and braces: hash any sensitive value a caller left in clear in an attempt verdict."""
+    secret = {lit.value_hash for lit in record.literals if lit.sensitive}
+    if not secret:
+        return record
+
+    def mask(values: list[str]) -> list[str]:
+        return [HASH_PREFIX + h if (h := literal_hash(v, key)) in secret else v for v in values]
+
+    attempts = [
+        a.model_copy(update={"verdict": a.verdict.model_copy(update={
+            "missing_values": mask(a.verdict.missing_values),
+            "mutated_values": mask(a.verdict.mutated_values)})}) if a.verdict else a
+        for a in record.attempts
+    ]
+    return record.model_copy(update={"attempts": attempts})
+
+
+# --------------------------------------------------------------------------- sinks
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    def write(self, record: AuditRecord) -> None: ...
+
+
+@runtime_checkable
+class AuditLog(AuditSink, Protocol):
+    """A sink that can also be read back (what ``firewall audit`` needs)."""
+
+    def list(self, limit: int | None = 20,
+             conversation_id: str | None = None) -> list[RecordSummary]: ...
+    def get(self, id_or_prefix: str) -> AuditRecord: ...
+    def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]: ...
+    def export(self) -> Iterator[AuditRecord]: ...
+    def next_compaction_number(self, conversation_id: str) -> int: ...
+
+
+def _hint(path: Path, action: str, reason: str, cause: object) -> AuditError:
+    return AuditError(f"audit log {path}: {action} failed: {reason} ({cause})")
+
+
+def _os_error(path: Path, exc: OSError, action: str) -> AuditError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason = "the disk is full; free some space or point the log at another disk"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        reason = "it is read-only; fix its permissions or point the log at a writable file"
+    else:
+        reason = "check the path and that its folder can be created"
+    return _hint(path, action, reason, exc.strerror or exc)
+
+
+class _Keyed:
+    key: bytes | None  # None: installation_key(), resolved on first use
+
+    def _key(self) -> bytes:
+        if self.key is None:
+            self.key = installation_key()
+        return self.key
+
+
+class _ScanningLog(_Keyed):
+    """Queries answered by reading every record in write order; subclasses provide ``_records``."""
+
+    def _records(self) -> Iterator[AuditRecord]:
+        raise NotImplementedError
+
+    def list(self, limit: int | None = 20,
+             conversation_id: str | None = None) -> list[RecordSummary]:
+        found = [RecordSummary.of(r) for r in self._records()
+                 if conversation_id is None or r.conversation_id == conversation_id]
+        found.reverse()  # newest first, as the SQLite log
+        return found if limit is None else found[:limit]
+
+    def get(self, id_or_prefix: str) -> AuditRecord:
+        matches = [r for r in self._records() if r.id.startswith(id_or_prefix)]
+        return _one(self, id_or_prefix, matches)
+
+    def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
+        value_hash = literal_hash(value, self._key())
+        return [(RecordSummary.of(r), lit) for r in self._records() for lit in r.literals
+                if lit.value_hash == value_hash or (lit.value is not None and lit.value == value)]
+
+    def export(self) -> Iterator[AuditRecord]:
+        return self._records()
+
+    def next_compaction_number(self, conversation_id: str) -> int:
+        return 1 + max((r.compaction for r in self._records()
+                        if r.conversation_id == conversation_id), default=0)
+
+
+def _one(log: Any, prefix: str, matches: list[Any]) -> Any:
+    if not prefix or len(matches) > 1:
+        raise AuditError(f"audit log {log.path}: id prefix {prefix!r} matches several records; "
+                         f"give more characters")
+    if not matches:
+        raise AuditError(f"audit log {log.path}: no record with id {prefix!r}")
+    return matches[0]
+
+
+class MemoryAuditLog(_ScanningLog):
+    """Keeps records in ``self.records``; nothing touches the disk."""
+
+    path = ":memory:"
+
+    def __init__(self, *, key: bytes | None = None) -> None:
+        self.records: list[AuditRecord] = []
+        self.key = key
+
+    def write(self, record: AuditRecord) -> None:
+        self.records.append(_redacted(record, self._key()))
+
+    def _records(self) -> Iterator[AuditRecord]:
+        return iter(list(self.records))
+
+
+class JSONLAuditLog(_ScanningLog):
+    """One JSON object per line, appended with a single write + fsync (O_APPEND keeps concurrent
+    writers' lines whole). A torn last line from a crash is ignored on read."""
+
+    def __init__(self, path: str | os.PathLike[str], *, key: bytes | None = None) -> None:
+        self.path = Path(path).expanduser()
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"JSONLAuditLog({str(self.path)!r})"
+
+    def write(self, record: AuditRecord) -> None:
+        line = (_redacted(record, self._key()).model_dump_json() + "\n").encode("utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                # A crash may have left a line without its newline; never glue onto it.
+                if os.fstat(fd).st_size and _last_byte(self.path) != b"\n":
+                    line = b"\n" + line
+                while line:  # os.write may write less than asked
+                    line = line[os.write(fd, line):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _os_error(self.path, exc, "writing a record") from exc
+
+    def _records(self) -> Iterator[AuditRecord]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _os_error(self.path, exc, "reading") from exc
+        for number, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError as exc:
+                # A record that starts right but does not parse is the torn line of an
+                # interrupted write (later writers start a new line after it): skip it.
+                # Anything else is damage the user must see.
+                if raw.startswith(_RECORD_START):
+                    continue
+                raise self._corrupt(number, exc) from exc
+            try:
+                yield AuditRecord.model_validate(obj)
+            except ValueError as exc:
+                raise self._corrupt(number, exc) from exc
+
+    def _corrupt(self, number: int, exc: Exception) -> AuditError:
+        return AuditError(f"audit log {self.path}:{number}: not an audit record; the file is "
+                          f"corrupt or not a literal-firewall log: fix or delete that line "
+                          f"({str(exc).splitlines()[0]})")
+
+
+_RECORD_START = b'{"id":"'  # every line model_dump_json writes begins so: id is the first field
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
+
+
+# --------------------------------------------------------------------------- SQLite
+
+# Plain numbered migrations, applied in order and recorded in _migrations (as simonw/llm does).
+# Never edit one that has shipped: append a new one.
+MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
+    ("m001_initial", (
+        """CREATE TABLE records (
+            seq INTEGER PRIMARY KEY,            -- write order; stable across VACUUM
+            id TEXT NOT NULL UNIQUE,
+            conversation_id TEXT NOT NULL,
+            compaction INTEGER NOT NULL,
+            created_at TEXT NOT NULL,           -- UTC ISO 8601
+            policy TEXT NOT NULL,
+            vendor_path TEXT NOT NULL,
+            span_first INTEGER,
+            span_last INTEGER,
+            turns_compacted INTEGER NOT NULL,
+            tokens_before INTEGER NOT NULL,
+            tokens_after INTEGER NOT NULL,
+            ledger_tokens INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            error TEXT,
+            placeholders INTEGER NOT NULL,
+            json TEXT NOT NULL                  -- the whole AuditRecord; the source of truth
+        )""",
+        "CREATE INDEX records_conversation ON records (conversation_id, compaction)",
+        """CREATE TABLE literals (
+            record_id TEXT NOT NULL REFERENCES records (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            value TEXT,                         -- NULL when sensitive
+            value_hash TEXT NOT NULL,
+            rule TEXT NOT NULL,
+            role TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            in_summary INTEGER NOT NULL,
+            in_ledger INTEGER NOT NULL,
+            in_tail INTEGER NOT NULL,
+            sensitive INTEGER NOT NULL,
+            detail TEXT,
+            PRIMARY KEY (record_id, position)
+        )""",
+        "CREATE INDEX literals_value_hash ON literals (value_hash)",
+        "CREATE INDEX literals_value ON literals (value)",
+        """CREATE TABLE attempts (
+            record_id TEXT NOT NULL REFERENCES records (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            number INTEGER NOT NULL,
+            summarizer TEXT NOT NULL,
+            model TEXT,
+            present INTEGER,
+            missing INTEGER,
+            mutated INTEGER,
+            usage TEXT NOT NULL,                -- JSON object of token counts
+            error TEXT,
+            duration_ms REAL NOT NULL,
+            PRIMARY KEY (record_id, position)
+        )""",
+    )),
+]
+
+_LITERAL_COLUMNS = ("value", "value_hash", "rule", "role", "turn", "status", "in_summary",
+                    "in_ledger", "in_tail", "sensitive", "detail")
+_SUMMARY_COLUMNS = ("id", "conversation_id", "compaction", "created_at", "policy", "vendor_path",
+                    "outcome", "turns_compacted", "tokens_before", "tokens_after", "ledger_tokens")
+
+
+def default_db_path() -> Path:
+    env = os.environ.get(DB_ENV)
+    return Path(env).expanduser() if env else state_dir() / "audit.db"
+
+
+class SQLiteAuditLog(_Keyed):
+    """The default audit log: one SQLite file shared by every process on the machine.
+
+    WAL mode and a busy timeout let several processes write at once; each record (row, literal
+    rows, attempt rows) is one ``BEGIN IMMEDIATE`` transaction, so a crash never leaves half of
+    one. A connection is opened per call, which makes the object safe across threads and forks.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, key: bytes | None = None,
+                 busy_timeout: float = 10.0) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self.key = key
+        self.busy_timeout = busy_timeout
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _os_error(self.path, exc, "creating the folder") from exc
+        self._migrate()
+
+    def __repr__(self) -> str:
+        return f"SQLiteAuditLog({str(self.path)!r})"
+
+    @contextlib.contextmanager
+    def _connect(self, action: str) -> Iterator[sqlite3.Connection]:
+        conn = None
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so nothing commits behind
+            # our back.
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            yield conn
+        except sqlite3.Error as exc:
+            raise self._error(exc, action) from exc
+        except OSError as exc:
+            raise _os_error(self.path, exc, action) from exc
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _error(self, exc: sqlite3.Error, action: str) -> AuditError:
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        text = str(exc)
+        if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in text:
+            reason = (f"it is corrupt or not a literal-firewall audit database; move it aside "
+                      f"(a new one is created) or set {DB_ENV} to another file")
+        elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text:
+            reason = (f"another process kept it locked for more than {self.busy_timeout:g} s; "
+                      f"retry, or raise busy_timeout")
+        elif name.startswith("SQLITE_READONLY") or "readonly" in text:
+            reason = (f"it is read-only; fix the permissions of the file and its folder or set "
+                      f"{DB_ENV} to a writable file")
+        elif name.startswith("SQLITE_FULL") or "disk is full" in text:
+            reason = f"the disk is full; free some space or set {DB_ENV} to a file on another disk"
+        elif name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+            reason = (f"it cannot be opened; check that its folder exists and is writable, or "
+                      f"set {DB_ENV} to another file")
+        elif isinstance(exc, sqlite3.IntegrityError):
+            reason = "a record with this id is already in the log"
+        else:
+            reason = "unexpected SQLite error"
+        return _hint(self.path, action, reason, text)
+
+    def _migrate(self) -> None:
+        with self._connect("opening") as conn:
+            # Persistent for the file; lets readers and one writer proceed together.
+            conn.execute("PRAGMA journal_mode = WAL")
+            # IMMEDIATE: two processes opening a fresh file must not both run m001.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
+                             "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+                applied = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+                unknown = applied - {name for name, _ in MIGRATIONS}
+                if unknown:
+                    raise AuditError(
+                        f"audit log {self.path}: written by a newer literal-firewall (migrations "
+                        f"{', '.join(sorted(unknown))}); upgrade literal-firewall or set "
+                        f"{DB_ENV} to another file")
+                for name, statements in MIGRATIONS:
+                    if name in applied:
+                        continue
+                    for statement in statements:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO _migrations VALUES (?, ?)",
+                                 (name, datetime.now(timezone.utc).isoformat()))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    # -- writing
+
+    def write(self, record: AuditRecord) -> None:
+        record = _redacted(record, self._key())
+        with self._connect("writing a record") as conn:
+            conn.execute("BEGIN IMMEDIATE")  # take the write lock now, so busy_timeout applies
+            try:
+                _insert_record(conn, record)
+                _insert_literals(conn, record)
+                _insert_attempts(conn, record)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    # -- reading
+
+    def list(self, limit: int | None = 20,
+             conversation_id: str | None = None) -> list[RecordSummary]:
+        where, params = ("", [])
+        if conversation_id is not None:
+            where, params = "WHERE conversation_id = ?", [conversation_id]
+        with self._connect("listing records") as conn:
+            rows = conn.execute(
+                f"SELECT {', '.join(_SUMMARY_COLUMNS)} FROM records {where} "
+                f"ORDER BY seq DESC LIMIT ?", [*params, -1 if limit is None else limit]).fetchall()
+            return self._summaries(conn, rows)
+
+    def get(self, id_or_prefix: str) -> AuditRecord:
+        with self._connect("reading a record") as conn:
+            rows = conn.execute("SELECT json FROM records WHERE substr(id, 1, ?) = ? LIMIT 2",
+                                (len(id_or_prefix), id_or_prefix)).fetchall()
+        return AuditRecord.model_validate_json(_one(self, id_or_prefix, rows)["json"])
+
+    def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
+        # By hash, so sensitive literals are found without being stored; by value too, so
+        # records written under another key are still found for non-sensitive literals.
+        value_hash = literal_hash(value, self._key())
+        with self._connect("searching literals") as conn:
+            rows = conn.execute(
+                f"SELECT {', '.join('l.' + c for c in _LITERAL_COLUMNS)}, "
+                f"{', '.join('r.' + c for c in _SUMMARY_COLUMNS)} "
+                "FROM literals l JOIN records r ON r.id = l.record_id "
+                "WHERE l.value_hash = ? OR l.value = ? ORDER BY r.seq, l.position",
+                (value_hash, value)).fetchall()
+            summaries = {s.id: s for s in self._summaries(conn, rows)}
+        return [(summaries[row["id"]], LiteralOutcome(**{c: row[c] for c in _LITERAL_COLUMNS}))
+                for row in rows]
+
+    def export(self) -> Iterator[AuditRecord]:
+        with self._connect("exporting") as conn:
+            for row in conn.execute("SELECT json FROM records ORDER BY seq"):
+                yield AuditRecord.model_validate_json(row["json"])
+
+    def next_compaction_number(self, conversation_id: str) -> int:
+        with self._connect("reading") as conn:
+            row = conn.execute("SELECT max(compaction) FROM records WHERE conversation_id = ?",
+                               (conversation_id,)).fetchone()
+        return (row[0] or 0) + 1
+
+    def _summaries(self, conn: sqlite3.Connection,
+                   rows: list[sqlite3.Row]) -> list[RecordSummary]:
+        ids = list(dict.fromkeys(row["id"] for row in rows))
+        counts: dict[str, dict[str, int]] = {i: {} for i in ids}
+        if ids:
+            marks = ", ".join("?" * len(ids))
+            for rid, status, n in conn.execute(
+                    f"SELECT record_id, status, count(*) FROM literals "
+                    f"WHERE record_id IN ({marks}) GROUP BY record_id, status", ids):
+                counts[rid][status] = n
+        first = {row["id"]: row for row in reversed(rows)}
+        return [RecordSummary(**{c: first[i][c] for c in _SUMMARY_COLUMNS}, statuses=counts[i])
+                for i in ids]
+
+
+def _insert_record(conn: sqlite3.Connection, record: AuditRecord) -> None:
+    first, last = record.span or (None, None)
+    created_at = record.model_dump(mode="json", include={"created_at"})["created_at"]
+    conn.execute(
+        "INSERT INTO records (id, conversation_id, compaction, created_at, policy, vendor_path, "
+        "span_first, span_last, turns_compacted, tokens_before, tokens_after, ledger_tokens, "
+        f"outcome, error, placeholders, json) VALUES ({', '.join('?' * 16)})",
+        (record.id, record.conversation_id, record.compaction, created_at, record.policy,
+         record.vendor_path, first, last, record.turns_compacted, record.tokens_before,
+         record.tokens_after, record.ledger_tokens, record.outcome, record.error,
+         record.placeholders, record.model_dump_json()))
+
+
+def _insert_literals(conn: sqlite3.Connection, record: AuditRecord) -> None:
+    conn.executemany(
+        f"INSERT INTO literals (record_id, position, {', '.join(_LITERAL_COLUMNS)}) "
+        f"VALUES (?, ?{', ?' * len(_LITERAL_COLUMNS)})",
+        [(record.id, i, *(getattr(lit, c) for c in _LITERAL_COLUMNS))
+         for i, lit in enumerate(record.literals)])
+
+
+def _insert_attempts(conn: sqlite3.Connection, record: AuditRecord) -> None:
+    conn.executemany(
+        "INSERT INTO attempts (record_id, position, number, summarizer, model, present, missing, "
+        "mutated, usage, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(record.id, i, a.number, a.summarizer, a.model,
+          *((v.present, v.missing, v.mutated) if (v := a.verdict) else (None, None, None)),
+          json.dumps(a.usage), a.error, a.duration_ms)
+         for i, a in enumerate(record.attempts)])
+
+
+def open_audit_log(spec: str | os.PathLike[str] | None = None) -> AuditLog:
+    """``None`` → the default SQLite log; ``":memory:"`` → ``MemoryAuditLog``; a path ending in
+    ``.jsonl`` → ``JSONLAuditLog``; any other path → ``SQLiteAuditLog``."""
+    if spec is None:
+        return SQLiteAuditLog()
+    if str(spec) == ":memory:":
+        return MemoryAuditLog()
+    path = Path(spec).expanduser()
+    return JSONLAuditLog(path) if path.suffix.lower() == ".jsonl" else SQLiteAuditLog(path)
+
+
+__all__ = [
+    "Attempt", "AuditLog", "AuditRecord", "AuditSink", "JSONLAuditLog", "LiteralOutcome",
+    "MemoryAuditLog", "Outcome", "PackRef", "RecordSummary", "SQLiteAuditLog", "Status",
+    "VerdictSummary", "default_db_path", "installation_key", "literal_hash", "open_audit_log",
+]

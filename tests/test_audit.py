@@ -1,0 +1,431 @@
+"""Audit records and logs: round trips, queries, secrecy, concurrency and crash safety."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import stat
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from firewall import audit
+from firewall.audit import (
+    Attempt,
+    AuditRecord,
+    JSONLAuditLog,
+    LiteralOutcome,
+    MemoryAuditLog,
+    SQLiteAuditLog,
+    VerdictSummary,
+    installation_key,
+    literal_hash,
+    open_audit_log,
+)
+from firewall.errors import AuditError
+
+KEY = b"test-key"
+INVOICE = "INV-2025-08-44719"
+SECRET = "sk-live-9fQ2xW7mZr4TuV8kLp3N"
+
+# spawn works everywhere and never inherits a half-open connection from the parent
+MP = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path, monkeypatch):
+    # Nothing in this file may touch the real home: key file and default db go under tmp_path.
+    monkeypatch.setattr(audit, "state_dir", lambda: tmp_path / "state")
+    monkeypatch.delenv(audit.DB_ENV, raising=False)
+    monkeypatch.delenv(audit.KEY_ENV, raising=False)
+
+
+def outcome(value: str, status: str = "in_summary", *, sensitive: bool = False,
+            **fields) -> LiteralOutcome:
+    fields = {"rule": "billing/invoice", "role": "user", "turn": 3,
+              "in_summary": status == "in_summary", "in_ledger": True, **fields}
+    return LiteralOutcome.of(value, key=KEY, sensitive=sensitive, status=status, **fields)
+
+
+def make_record(conversation_id: str = "conv-1", compaction: int = 1,
+                literals: list[LiteralOutcome] | None = None, **fields) -> AuditRecord:
+    base = dict(
+        conversation_id=conversation_id, compaction=compaction, policy="reinject",
+        vendor_path="extractive", span=(0, 11), turns_compacted=12, tokens_before=9000,
+        tokens_after=1200, ledger_tokens=80, outcome="compacted",
+        packs=[{"name": "billing", "version": "1.0"}],
+        literals=([outcome(INVOICE), outcome("ORD-7731", "reinjected")]
+                  if literals is None else literals),
+        attempts=[Attempt(number=1, summarizer="extractive", duration_ms=12.5,
+                          verdict=VerdictSummary.of(1, ["ORD-7731"], [], key=KEY),
+                          usage={"input_tokens": 900, "output_tokens": 150})],
+    )
+    return AuditRecord(**{**base, **fields})
+
+
+@pytest.fixture(params=["sqlite", "jsonl", "memory"])
+def log(request, tmp_path):
+    """Every query must behave the same on every log."""
+    return {
+        "sqlite": lambda: SQLiteAuditLog(tmp_path / "audit.db", key=KEY),
+        "jsonl": lambda: JSONLAuditLog(tmp_path / "audit.jsonl", key=KEY),
+        "memory": lambda: MemoryAuditLog(key=KEY),
+    }[request.param]()
+
+
+# --------------------------------------------------------------------------- queries (all logs)
+
+
+def test_round_trip(log):
+    record = make_record()
+    log.write(record)
+    assert log.get(record.id) == record
+    assert log.get(record.id[:6]) == record
+    assert list(log.export()) == [record]
+
+
+def test_list_is_newest_first_with_status_counts(log):
+    old = make_record(compaction=1, created_at=datetime.now(timezone.utc) - timedelta(hours=1))
+    new = make_record(compaction=2)
+    other = make_record(conversation_id="conv-2")
+    for record in (old, new, other):
+        log.write(record)
+    assert [s.id for s in log.list()] == [other.id, new.id, old.id]
+    assert [s.id for s in log.list(limit=1)] == [other.id]
+    listed = log.list(conversation_id="conv-1")
+    assert [s.compaction for s in listed] == [2, 1]
+    assert listed[0].statuses == {"in_summary": 1, "reinjected": 1}
+    assert listed[0].tokens_before == 9000 and listed[0].vendor_path == "extractive"
+
+
+def test_find_literal_across_records(log):
+    first = make_record(compaction=1, literals=[outcome(INVOICE), outcome("ORD-1")])
+    second = make_record(compaction=2, literals=[
+        outcome(INVOICE, "mutated_repaired", detail="summary said INV-2025-08-44791")])
+    unrelated = make_record(conversation_id="conv-2", literals=[outcome("ORD-2")])
+    for record in (first, second, unrelated):
+        log.write(record)
+
+    found = log.find_literal(INVOICE)
+    assert [(s.id, s.compaction, lit.status) for s, lit in found] == [
+        (first.id, 1, "in_summary"), (second.id, 2, "mutated_repaired")]
+    assert found[1][1] == second.literals[0]
+    assert found[1][0].statuses == {"mutated_repaired": 1}
+    assert log.find_literal("INV-2025-08-4471") == []  # exact bytes only, no prefix match
+
+
+def test_next_compaction_number(log):
+    assert log.next_compaction_number("conv-1") == 1
+    log.write(make_record(compaction=1))
+    log.write(make_record(compaction=2))
+    log.write(make_record(conversation_id="conv-2", compaction=7))
+    assert log.next_compaction_number("conv-1") == 3
+    assert log.next_compaction_number("conv-2") == 8
+
+
+def test_get_unknown_or_ambiguous_id(log):
+    log.write(make_record(id="ab" + "0" * 30))
+    log.write(make_record(id="ab" + "1" * 30))
+    with pytest.raises(AuditError, match="several records"):
+        log.get("ab")
+    with pytest.raises(AuditError, match="no record with id 'ff'"):
+        log.get("ff")
+
+
+def test_sensitive_literal_found_by_hash_never_stored_in_clear(log, tmp_path):
+    careless = Attempt(number=1, summarizer="anthropic", duration_ms=1.0,
+                       # a caller that forgot to hash the secret in the verdict lists
+                       verdict=VerdictSummary(present=0, missing=1, mutated=0,
+                                              missing_values=[SECRET]))
+    record = make_record(literals=[outcome(SECRET, "reinjected", sensitive=True, role="tool"),
+                                   outcome(INVOICE)], attempts=[careless])
+    log.write(record)
+
+    (summary, lit), = log.find_literal(SECRET)
+    assert summary.id == record.id
+    assert lit.value is None and lit.sensitive and lit.value_hash == literal_hash(SECRET, KEY)
+    stored = log.get(record.id)
+    assert stored.attempts[0].verdict.missing_values == ["hmac:" + literal_hash(SECRET, KEY)]
+    assert SECRET not in stored.model_dump_json()
+    for path in tmp_path.rglob("*"):  # the db, its WAL, the JSONL file: every byte on disk
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path.name
+
+
+# --------------------------------------------------------------------------- models
+
+
+def test_sensitive_value_cannot_be_stored_in_clear():
+    with pytest.raises(ValidationError, match="value must be None"):
+        LiteralOutcome(value=SECRET, value_hash=literal_hash(SECRET, KEY), rule="r", role="user",
+                       turn=0, status="reinjected", sensitive=True)
+    lit = outcome(SECRET, "mutated_unrepaired", sensitive=True, detail=f"near miss of {SECRET}")
+    assert lit.value is None and SECRET not in lit.detail
+
+
+def test_verdict_summary_hashes_sensitive_values():
+    verdict = VerdictSummary.of(3, [SECRET, "ORD-1"], [INVOICE], key=KEY, sensitive=[SECRET])
+    assert (verdict.present, verdict.missing, verdict.mutated) == (3, 2, 1)
+    assert verdict.missing_values == ["hmac:" + literal_hash(SECRET, KEY), "ORD-1"]
+
+
+def test_attempt_usage_keeps_flattened_token_counts():
+    usage = {"input_tokens": 10, "service_tier": "standard",
+             "cache_creation": {"ephemeral_5m_input_tokens": 4}}
+    attempt = Attempt(number=1, summarizer="anthropic", duration_ms=0, usage=usage)
+    assert attempt.usage == {"input_tokens": 10, "cache_creation.ephemeral_5m_input_tokens": 4}
+
+
+def test_record_schema_is_closed_and_times_are_utc():
+    schema = AuditRecord.model_json_schema()
+    assert schema["additionalProperties"] is False
+    assert {"conversation_id", "span", "outcome", "policy"} <= set(schema["required"])
+    with pytest.raises(ValidationError, match="extra"):
+        make_record(surprise=1)
+    with pytest.raises(ValidationError, match="timezone-aware"):
+        make_record(created_at=datetime(2026, 1, 1))
+    local = datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=2)))
+    assert make_record(created_at=local).created_at == datetime(2026, 1, 1, 10, tzinfo=timezone.utc)
+    with pytest.raises(ValidationError, match="first <= last"):
+        make_record(span=(5, 2))
+
+
+# --------------------------------------------------------------------------- key
+
+
+def test_installation_key_created_private_and_stable(tmp_path):
+    key = installation_key()
+    path = tmp_path / "state" / "key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(bytes.fromhex(key.decode())) == 32
+    assert installation_key() == key
+    assert literal_hash(INVOICE, key) != literal_hash(INVOICE, KEY)
+
+
+def test_key_env_var_overrides_file(monkeypatch, tmp_path):
+    monkeypatch.setenv(audit.KEY_ENV, "shared-team-key")
+    assert installation_key() == b"shared-team-key"
+    assert not (tmp_path / "state" / "key").exists()
+
+
+def test_default_log_hashes_with_installation_key(monkeypatch, tmp_path):
+    monkeypatch.setenv(audit.DB_ENV, str(tmp_path / "env.db"))
+    log = SQLiteAuditLog()
+    key = installation_key()
+    log.write(make_record(literals=[LiteralOutcome.of(SECRET, key=key, sensitive=True, rule="r",
+                                                      role="tool", turn=1, status="reinjected")]))
+    assert len(log.find_literal(SECRET)) == 1
+
+
+# --------------------------------------------------------------------------- open_audit_log
+
+
+def test_open_audit_log_picks_the_sink(monkeypatch, tmp_path):
+    default = open_audit_log(None)
+    assert isinstance(default, SQLiteAuditLog) and default.path == tmp_path / "state" / "audit.db"
+    monkeypatch.setenv(audit.DB_ENV, str(tmp_path / "from-env.db"))
+    assert open_audit_log(None).path == tmp_path / "from-env.db"
+    assert isinstance(open_audit_log(tmp_path / "a.jsonl"), JSONLAuditLog)
+    assert isinstance(open_audit_log(str(tmp_path / "a.sqlite")), SQLiteAuditLog)
+    assert isinstance(open_audit_log(":memory:"), MemoryAuditLog)
+
+
+# --------------------------------------------------------------------------- SQLite storage
+
+
+def test_migrations_idempotent_on_reopen(tmp_path):
+    path = tmp_path / "audit.db"
+    record = make_record()
+    SQLiteAuditLog(path, key=KEY).write(record)
+    reopened = SQLiteAuditLog(path, key=KEY)
+    assert reopened.get(record.id) == record
+    with sqlite3.connect(path) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
+        assert names == [name for name, _ in audit.MIGRATIONS]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_database_from_newer_version_refused(tmp_path):
+    path = tmp_path / "audit.db"
+    SQLiteAuditLog(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO _migrations VALUES ('m999_future', 'x')")
+    with pytest.raises(AuditError, match="newer literal-firewall") as err:
+        SQLiteAuditLog(path)
+    assert str(path) in str(err.value)
+
+
+def test_literal_rows_are_queryable(tmp_path):
+    path = tmp_path / "audit.db"
+    record = make_record(literals=[outcome(INVOICE), outcome(SECRET, "evicted", sensitive=True)])
+    SQLiteAuditLog(path, key=KEY).write(record)
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT value, value_hash, status, in_summary, sensitive FROM literals "
+                            "ORDER BY position").fetchall()
+        attempts = conn.execute("SELECT number, missing, usage FROM attempts").fetchall()
+    assert rows == [(INVOICE, literal_hash(INVOICE, KEY), "in_summary", 1, 0),
+                    (None, literal_hash(SECRET, KEY), "evicted", 0, 1)]
+    assert attempts == [(1, 1, '{"input_tokens": 900, "output_tokens": 150}')]
+
+
+def test_corrupt_database_file(tmp_path):
+    path = tmp_path / "audit.db"
+    path.write_bytes(b"definitely not sqlite\n" * 200)
+    with pytest.raises(AuditError, match="corrupt or not a literal-firewall audit database") as err:
+        SQLiteAuditLog(path)
+    assert str(path) in str(err.value)
+
+
+def test_unwritable_location(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    path = blocker / "audit.db"  # its "folder" is a regular file
+    with pytest.raises(AuditError) as err:
+        SQLiteAuditLog(path)
+    assert str(path) in str(err.value)
+
+
+def test_locked_beyond_busy_timeout(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY, busy_timeout=0.05)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(AuditError, match="locked for more than 0.05 s") as err:
+            log.write(make_record())
+        assert str(path) in str(err.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    log.write(make_record())  # the lock is gone, so is the error
+    assert len(log.list()) == 1
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("database or disk is full", "the disk is full"),
+    ("attempt to write a readonly database", "read-only"),
+    ("unable to open database file", "cannot be opened"),
+])
+def test_storage_errors_say_what_to_do(tmp_path, message, expected):
+    log = SQLiteAuditLog(tmp_path / "audit.db")
+    error = log._error(sqlite3.OperationalError(message), "writing a record")
+    assert isinstance(error, AuditError)
+    assert str(tmp_path / "audit.db") in str(error) and expected in str(error)
+
+
+def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+
+    def boom(conn, record):
+        raise RuntimeError("summarizer blew up mid-write")
+
+    monkeypatch.setattr(audit, "_insert_attempts", boom)
+    with pytest.raises(RuntimeError):
+        log.write(make_record())
+    assert _row_counts(tmp_path / "audit.db") == (0, 0, 0)
+
+
+def _row_counts(path: Path) -> tuple[int, int, int]:
+    with sqlite3.connect(path) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                     for table in ("records", "literals", "attempts"))
+
+
+# --------------------------------------------------------------------------- multiple processes
+# Child targets live at module level so that spawn can import them.
+
+
+def _write_many(path: str, worker: int, count: int) -> None:
+    log = SQLiteAuditLog(path, key=KEY)
+    for n in range(1, count + 1):
+        log.write(make_record(conversation_id=f"worker-{worker}", compaction=n,
+                              literals=[outcome(f"INV-{worker}-{n}"), outcome(f"ORD-{worker}-{n}"),
+                                        outcome(SECRET, "reinjected", sensitive=True)]))
+
+
+def _die_mid_write(path: str) -> None:
+    # Literal and record rows are inserted; the process dies before COMMIT.
+    audit._insert_attempts = lambda conn, record: os._exit(7)
+    SQLiteAuditLog(path, key=KEY).write(make_record(conversation_id="doomed"))
+
+
+def test_concurrent_writers(tmp_path):
+    path = tmp_path / "audit.db"
+    SQLiteAuditLog(path)  # migrate once, so the race is on writes, not on m001
+    workers = [MP.Process(target=_write_many, args=(str(path), w, 50)) for w in range(4)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(30)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+
+    log = SQLiteAuditLog(path, key=KEY)
+    records = list(log.export())
+    assert len(records) == 200
+    assert _row_counts(path) == (200, 600, 200)  # every record is whole
+    for w in range(4):
+        assert log.next_compaction_number(f"worker-{w}") == 51
+    assert len(log.find_literal(SECRET)) == 200
+
+
+def test_process_killed_mid_write_leaves_no_half_record(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    kept = make_record()
+    log.write(kept)
+
+    child = MP.Process(target=_die_mid_write, args=(str(path),))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 7
+
+    assert [r.id for r in log.export()] == [kept.id]
+    assert _row_counts(path) == (1, 2, 1)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    log.write(make_record(compaction=2))  # the dead writer's lock did not outlive it
+    assert log.next_compaction_number("conv-1") == 3
+
+
+# --------------------------------------------------------------------------- JSONL storage
+
+
+def test_jsonl_one_line_per_record(tmp_path):
+    path = tmp_path / "logs" / "audit.jsonl"
+    log = JSONLAuditLog(path, key=KEY)
+    records = [make_record(compaction=n) for n in (1, 2)]
+    for record in records:
+        log.write(record)
+    lines = path.read_text().splitlines()
+    assert [AuditRecord.model_validate_json(line) for line in lines] == records
+
+
+def test_jsonl_torn_last_line_is_skipped_and_not_glued(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    log = JSONLAuditLog(path, key=KEY)
+    first, second = make_record(compaction=1), make_record(compaction=2)
+    log.write(first)
+    with open(path, "ab") as f:  # a writer that died halfway through its line
+        f.write(make_record(compaction=9).model_dump_json().encode()[:70])
+    assert [r.id for r in log.export()] == [first.id]
+    log.write(second)
+    assert [r.id for r in log.export()] == [first.id, second.id]
+
+
+def test_jsonl_corrupt_line_names_file_and_line(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    log = JSONLAuditLog(path, key=KEY)
+    log.write(make_record())
+    with open(path, "a") as f:
+        f.write("garbage that is not a record\n")
+    log.write(make_record(compaction=2))
+    with pytest.raises(AuditError, match=f"{path}:2: not an audit record"):
+        list(log.export())
+
+
+def test_jsonl_missing_file_is_an_empty_log(tmp_path):
+    log = JSONLAuditLog(tmp_path / "none.jsonl", key=KEY)
+    assert log.list() == [] and log.next_compaction_number("c") == 1

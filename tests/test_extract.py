@@ -1,0 +1,165 @@
+"""The extraction engine: each rule kind, provenance, the prefilter, fail-closed timeouts."""
+
+from pathlib import Path
+
+import pytest
+
+from firewall.examples import run_examples
+from firewall.extract import Extractor, Scanner
+from firewall.packs import load_packs, parse_pack, Pack
+from firewall.turns import ToolCall, Turn
+
+PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
+
+
+def pack_from(text: str) -> Pack:
+    spec = parse_pack(text)
+    return Pack(name=spec.name, version=spec.version, rules=tuple(spec.rules),
+                owners=(spec.name,) * len(spec.rules))
+
+
+@pytest.fixture(scope="module")
+def kinds() -> Extractor:
+    return Extractor(load_packs(str(PACKS / "all_kinds.yaml"), str(PACKS / "minimal.yaml")))
+
+
+def values(result):
+    return [lit.value for lit in result.literals]
+
+
+def test_regex_literal_group_keeps_exact_bytes_and_offsets(kinds):
+    text = "Why was INV-2025-08-44719 charged twice?"
+    (lit,) = kinds.scan([Turn("user", text)]).literals
+    assert (lit.value, lit.rule, lit.turn, lit.role, lit.field) == (
+        "INV-2025-08-44719", "billing/invoice-number", 0, "user", "text")
+    assert text[lit.start:lit.end] == lit.value
+
+
+def test_keyword_prefilter_gates_the_rule_in_any_case(kinds):
+    assert values(kinds.scan([Turn("user", "PROJ-1234 is broken")])) == []
+    assert values(kinds.scan([Turn("user", "TICKET PROJ-1234 is broken")])) == ["PROJ-1234"]
+
+
+def test_checksum_drops_look_alikes_and_sensitive_flag_travels(kinds):
+    result = kinds.scan([Turn("user", "4242 4242 4242 4242 and 4242 4242 4242 4241")])
+    assert values(result) == ["4242 4242 4242 4242"]
+    assert result.literals[0].sensitive
+
+
+def test_json_key_in_tool_result_and_tool_call_arguments(kinds):
+    turns = [
+        Turn("assistant", "", tool_calls=(ToolCall("get_order", {"order_id": "#W2378156"}),)),
+        Turn("tool", '{"order": {"order_id": "#W9", "item_ids": ["111", 222]}}',
+             tool_name="get_order"),
+    ]
+    result = kinds.scan(turns)
+    got = [(l.value, l.turn, l.role, l.tool, l.field) for l in result.literals]
+    assert got == [
+        ("#W2378156", 0, "assistant", "get_order", "arguments.order_id"),
+        ("#W9", 1, "tool", "get_order", "content.order.order_id"),
+        ("111", 1, "tool", "get_order", "content.order.item_ids[0]"),
+        ("222", 1, "tool", "get_order", "content.order.item_ids[1]"),
+    ]
+
+
+def test_terms_respect_word_boundaries(kinds):
+    assert values(kinds.scan([Turn("user", "Gizmos, a Gizmo, Widget Pro2, Widget Pro.")])) == [
+        "Gizmo", "Widget Pro"]
+
+
+def test_deduplicates_by_value_keeping_first_provenance_and_counting(kinds):
+    turns = [Turn("user", "INV-2025-08-44719?"), Turn("tool", "INV-2025-08-44719 paid"),
+             Turn("assistant", "INV-2025-08-44719 twice")]
+    (lit,) = kinds.scan(turns).literals
+    assert (lit.turn, lit.role, lit.count) == (0, "user", 3)
+
+
+def test_document_order_within_a_turn(kinds):
+    text = "Gizmo then INV-2025-08-44719 then ticket AB-1"
+    # overlapping hits of two rules at one offset: the longer first
+    assert values(kinds.scan([Turn("user", text)])) == [
+        "Gizmo", "INV-2025-08-44719", "INV-2025", "AB-1"]
+
+
+def test_roles_limit_where_a_rule_applies():
+    extractor = Extractor([pack_from(
+        "name: p\nversion: '1'\nrules:\n  - id: r\n    kind: terms\n    terms: [alpha]\n"
+        "    roles: [user]\n")])
+    assert values(extractor.scan([Turn("tool", "alpha"), Turn("user", "alpha")])) == ["alpha"]
+    assert extractor.scan([Turn("tool", "alpha")]).literals == []
+
+
+def test_system_turns_are_never_scanned(kinds):
+    assert kinds.scan([Turn("system", "INV-2025-08-44719")]).literals == []
+
+
+def test_catastrophic_regex_times_out_and_fails_closed():
+    extractor = Extractor([pack_from(
+        "name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
+        "    pattern: '(a|aa)+$'\n  - id: fine\n    kind: regex\n    pattern: '\\bID-\\d+'\n")],
+        timeout=0.05, timeout_per_mb=0)
+    turns = [Turn("user", "ID-1 ok"), Turn("tool", "ID-2 " + "a" * 60 + "b")]
+    result = extractor.scan(turns)
+    assert [(t.rule, t.turn) for t in result.timeouts] == [("slow/evil", 1)]
+    assert result.verbatim_turns == {1}
+    assert values(result) == ["ID-1", "ID-2"]  # the other rule still ran on the slow turn
+
+
+def test_prefilter_never_changes_results_against_a_plain_loop():
+    """RE2 set + keywords only narrow which rules run: results equal running every rule."""
+    pack = pack_from(r"""
+name: p
+version: '1'
+rules:
+  - id: word-boundary
+    kind: regex
+    pattern: '\b[A-Z]{3}\d{3}\b'
+  - id: lookbehind
+    kind: regex
+    pattern: '(?<=id=)\w+'
+  - id: dollar
+    kind: regex
+    pattern: 'end\d$'
+  - id: icase
+    kind: regex
+    pattern: 'order\s+#?(?P<literal>\d{4,})'
+    flags: [ignorecase]
+  - id: unicode-digits
+    kind: regex
+    pattern: '\bN\d+\b'
+""")
+    extractor = Extractor([pack])
+    texts = ["ABC123 id=xyz ORDER #12345 end1\n", "ÄBC123 N١٢٣ ABC1234", "id=é order 99999",
+             "x\x1cABC123\x1c", "\vN12\v", "nothing here"]
+    for text in texts:
+        got = sorted((l.rule, l.start, l.end) for l in extractor.scan_text(text, "user").literals)
+        expected = sorted(
+            (rule.qid, s, e) for rule in extractor.rules for s, e in rule.find(text, 1.0))
+        assert got == expected, text
+
+
+def test_incremental_scanner_reports_only_new_literals(kinds):
+    scanner = Scanner(kinds)
+    assert [l.value for l in scanner.add(Turn("user", "INV-2025-08-44719"))] == [
+        "INV-2025-08-44719"]
+    assert scanner.add(Turn("tool", "INV-2025-08-44719 again")) == []
+    assert [l.turn for l in scanner.add(Turn("user", "Gizmo"))] == [2]
+    assert scanner.result().literals[0].count == 2
+
+
+def test_skip_blanks_spans_and_keeps_offsets(kinds):
+    text = "[[INV-2025-08-44719]] and INV-2025-08-44718"
+    result = kinds.scan([Turn("user", text)], skip=lambda t: [(0, 21)])
+    (lit,) = result.literals
+    assert text[lit.start:lit.end] == lit.value == "INV-2025-08-44718"
+
+
+def test_fixture_examples_pass_through_the_whole_engine():
+    reports = run_examples(load_packs(str(PACKS / "all_kinds.yaml")))
+    assert [r.rule for r in reports if r.failures] == []
+    assert sum(r.examples for r in reports) == 8
+
+
+def test_fifty_megabyte_tool_result_is_scanned(kinds):
+    text = ("x" * 1000 + " INV-2025-08-44719 ") * 50_000
+    assert values(kinds.scan([Turn("tool", text)])) == ["INV-2025-08-44719"]

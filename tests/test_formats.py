@@ -1,0 +1,86 @@
+"""Conversation loading: format detection from content, and errors naming line and field."""
+
+from pathlib import Path
+
+import pytest
+
+from firewall.errors import ConversationError
+from firewall.formats import detect_format, parse_messages, read_conversations
+
+CONVERSATIONS = Path(__file__).parent / "fixtures" / "conversations"
+
+
+def test_native_jsonl_streams_one_conversation_per_line():
+    first, second = read_conversations(CONVERSATIONS / "native.jsonl")
+    assert (first.id, first.format, second.id, len(second)) == ("c1", "native", "c2", 1)
+    call = first.turns[2].tool_calls[0]
+    assert (call.name, call.arguments, call.id) == ("get_order_details",
+                                                    {"order_id": "#W2378156"}, "call_1")
+    assert (first.turns[3].role, first.turns[3].tool_name) == ("tool", "get_order_details")
+
+
+def test_anthropic_blocks_tool_use_and_tool_result():
+    (conv,) = read_conversations(CONVERSATIONS / "anthropic.json")
+    assert conv.format == "anthropic"
+    assert [t.role for t in conv.turns] == ["system", "user", "assistant", "tool"]
+    assert conv.turns[2].text == "Let me look."
+    assert conv.turns[2].tool_calls[0].arguments == {"invoice_id": "INV-2025-08-44719"}
+    assert conv.turns[3].tool_name == "get_invoice"
+    assert "ch_3NkQ2xLkdIwHu7ix0" in conv.turns[3].text
+
+
+def test_openai_chat_with_json_string_arguments():
+    (conv,) = read_conversations(CONVERSATIONS / "openai.json")
+    assert conv.format == "openai"
+    assert [t.role for t in conv.turns] == ["system", "user", "assistant", "tool"]
+    assert conv.turns[2].tool_calls[0].arguments == {"path": "src/auth/handler.ts"}
+    assert conv.turns[3].tool_name == "read_file"
+    assert conv.turns[1].raw == {"role": "user", "content": [
+        {"type": "text", "text": "Read src/auth/handler.ts:142"}]}
+
+
+def test_invalid_json_arguments_are_kept_whole_for_scanning():
+    conv = parse_messages([{"role": "assistant", "tool_calls": [
+        {"id": "x", "type": "function", "function": {"name": "f", "arguments": "{bad #W1"}}]}])
+    assert conv.turns[0].tool_calls[0].arguments == {"arguments": "{bad #W1"}
+
+
+def test_detection_is_by_content():
+    assert detect_format([{"role": "user", "content": "hi"}]) == "openai"
+    assert detect_format([{"role": "assistant", "tool_calls": [{"name": "f", "arguments": {}}]}]) \
+        == "native"
+    assert detect_format([{"role": "user", "content": [{"type": "tool_result"}]}]) == "anthropic"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "the file is empty"),
+    (b'{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [{"role": "robot"}]}\n',
+     ":2: messages[0].role: expected one of"),
+    (b'{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [{"role": "us',
+     ":2: invalid JSON"),
+    (b'{"messages": [{"role": "user", "content": "a"}]}\n{"messages": "\xff\xfe"}\n',
+     ":2: not UTF-8 (byte 14)"),
+    (b'[{"role": "user", "content": 5}]', "messages[0].content: expected text or a list"),
+    (b'{"id": "x"}\n', ":1: expected a list of messages or an object with 'messages'"),
+    (b'[{"role": "assistant", "tool_calls": [{"name": "f", "arguments": [1]}]}]',
+     "messages[0].tool_calls[0].arguments: expected a JSON object"),
+])
+def test_malformed_input_names_line_and_field(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ConversationError) as info:
+        list(read_conversations(path))
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_empty_conversation_is_valid_and_empty(tmp_path):
+    path = tmp_path / "empty.json"
+    path.write_text("[]")
+    (conv,) = read_conversations(path)
+    assert conv.turns == []
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConversationError, match="cannot open"):
+        list(read_conversations(tmp_path / "nope.jsonl"))
