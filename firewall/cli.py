@@ -97,11 +97,202 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ── compact / check ─────────────────────────────────────────────────────────────────────
+
+def _summarizer(args: argparse.Namespace):
+    name = args.summarizer
+    if name == "extractive":
+        from .summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if name == "anthropic":
+        from .summarizers.anthropic import AnthropicSummarizer
+
+        return AnthropicSummarizer(**({"model": args.model} if args.model else {}))
+    from .summarizers.openai import OpenAISummarizer
+
+    kwargs = {"model": args.model} if args.model else {}
+    return OpenAISummarizer(base_url=args.base_url, **kwargs)
+
+
+def _audit_log(args: argparse.Namespace):
+    from .audit import open_audit_log
+
+    return None if getattr(args, "no_audit", False) else open_audit_log(args.audit_db)
+
+
+def _render_messages(messages: list[Any]) -> str:
+    lines = []
+    for message in messages:
+        role = message.get("role", "?") if isinstance(message, dict) else "?"
+        content = message.get("content") if isinstance(message, dict) else message
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, indent=1)
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        lines.append(f"── {role} " + "─" * max(0, 70 - len(role)))
+        lines.append(content or "")
+        if calls:
+            lines.append(f"[tool calls] {json.dumps(calls, ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .formats import read_conversations
+    from .guard import Firewall
+    from .ledger import Ledger
+
+    fw = Firewall(_packs(args), budget_tokens=args.budget, max_retries=args.max_retries,
+                  policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
+                  required=args.required, audit=_audit_log(args), summarizer=_summarizer(args))
+    ledger_path = Path(args.ledger) if args.ledger else None
+    ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
+        if ledger_path and ledger_path.exists() else None
+    outputs, status = [], EXIT_OK
+    for conversation in read_conversations(args.file):
+        result = fw.compact(conversation, ledger=ledger)
+        if ledger_path:
+            ledger = result.ledger
+        report = {"id": conversation.id, "compacted": result.compacted, **result.report(),
+                  "tokens_before": result.record.tokens_before,
+                  "tokens_after": result.record.tokens_after,
+                  "audit_id": result.record.id if fw.audit is not None else None}
+        if result.record.error:
+            report["error"] = result.record.error
+        if result.audit_error:
+            report["audit_error"] = result.audit_error
+            status = EXIT_FAIL
+            sys.stderr.write(f"firewall: audit log: {result.audit_error}\n")
+        document = _document(conversation, result.messages)
+        outputs.append(document)
+        if args.json:
+            _out(json.dumps({"messages": document, "report": report}, ensure_ascii=False))
+        elif not args.out:
+            _out(_render_messages(result.messages))
+        if not args.json:
+            _out(_report_line(report))
+    if ledger_path and ledger is not None:
+        ledger_path.write_text(ledger.to_json(), "utf-8")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            for document in outputs:
+                handle.write(json.dumps(document, ensure_ascii=False) + "\n")
+    return status
+
+
+def _document(conversation, messages: list[Any]) -> Any:
+    """The compacted conversation in the shape it was read: Anthropic keeps ``system`` apart."""
+    system = [t for t in conversation.turns if t.role == "system" and t.raw is None]
+    if conversation.format == "anthropic" and system:
+        return {"id": conversation.id, "system": system[0].text, "messages": messages}
+    return {"id": conversation.id, "messages": messages}
+
+
+def _report_line(report: dict[str, Any]) -> str:
+    if not report["compacted"]:
+        return f"\n[{report['id']}] not compacted: {report.get('error', 'unknown reason')}; " \
+               f"the conversation is unchanged ({report['pinned']} literal(s) pinned)"
+    text = (f"\n[{report['id']}] {report['pinned']} literal(s) pinned: {report['in_summary']} "
+            f"kept in the summary, {report['reinjected']} re-injected, {report['mutated']} "
+            f"mutated, {report['evicted']} evicted, {report['reasked']} re-ask(s); "
+            f"{report['tokens_before']} -> {report['tokens_after']} tokens")
+    if report.get("audit_id"):
+        text += f"; audit record {report['audit_id'][:12]}"
+    return text
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .formats import read_conversations
+    from .guard import Firewall
+
+    conversations = [c for c in read_conversations(args.file) if args.id in (None, c.id)]
+    if len(conversations) != 1:
+        sys.stderr.write(f"firewall: {args.file} holds {len(conversations)} matching "
+                         f"conversation(s); pick one with --id\n")
+        return EXIT_USAGE
+    try:
+        with open(args.summary, encoding="utf-8") as handle:
+            summary = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        sys.stderr.write(f"firewall: cannot read summary {args.summary}: {exc}\n")
+        return EXIT_USAGE
+    fw = Firewall(_packs(args), required=args.required)
+    literals = fw.scan(conversations[0])
+    required = {l.value for l in literals if args.strict or fw._is_required(l)}
+    from .validate import validate
+
+    verdict = validate(summary, [(l.value, l.rule) for l in literals],
+                       known=[l.value for l in literals])
+    failed = False
+    rows = []
+    for finding in verdict.findings:
+        is_required = finding.value in required
+        failed = failed or (is_required and finding.status != "present")
+        if args.json:
+            record = {"literal": finding.value, "status": finding.status, "rule": finding.rule,
+                      "required": is_required}
+            if finding.status == "mutated":
+                record.update(span=list(finding.span), resembles=finding.resembles,
+                              reason=finding.reason)
+            _out(json.dumps(record, ensure_ascii=False))
+        else:
+            note = f"{finding.resembles!r} ({finding.reason})" if finding.status == "mutated" \
+                else ""
+            rows.append((finding.status, finding.value, finding.rule,
+                         "yes" if is_required else "", note))
+    if not args.json:
+        _out(_table(rows, ("status", "literal", "rule", "required", "summary wrote")))
+        counts = {s: sum(f.status == s for f in verdict.findings)
+                  for s in ("present", "missing", "mutated")}
+        _out(f"\n{counts['present']} present, {counts['missing']} missing, {counts['mutated']} "
+             f"mutated; {'FAIL: a required literal was lost' if failed else 'ok'}")
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+# ── audit ───────────────────────────────────────────────────────────────────────────────
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    log = _audit_log(args)
+    if args.audit_command == "list":
+        rows = [(s.id[:12], s.conversation_id, s.compaction, s.created_at.isoformat(
+            timespec="seconds"), s.outcome, s.turns_compacted,
+            f"{s.tokens_before}->{s.tokens_after}",
+            ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())))
+            for s in log.list(limit=args.limit, conversation_id=args.conversation)]
+        _out(_table(rows, ("id", "conversation", "#", "created", "outcome", "turns", "tokens",
+                           "literals")))
+    elif args.audit_command == "show":
+        _out(log.get(args.id).model_dump_json(indent=2))
+    elif args.audit_command == "literal":
+        hits = log.find_literal(args.value)
+        if not hits:
+            _out(f"{args.value!r} appears in no recorded compaction")
+            return EXIT_FAIL
+        rows = [(s.id[:12], s.conversation_id, s.compaction, o.status,
+                 "yes" if o.in_summary else "", "yes" if o.in_ledger else "",
+                 "yes" if o.in_tail else "", o.detail or "") for s, o in hits]
+        _out(_table(rows, ("record", "conversation", "#", "status", "summary", "ledger", "tail",
+                           "detail")))
+    else:  # export
+        for record in log.export():
+            _out(record.model_dump_json())
+    return EXIT_OK
+
+
 # ── wiring ──────────────────────────────────────────────────────────────────────────────
 
 def _add_rules_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
                         help="built-in pack name or YAML path (repeatable; default: all built-in)")
+
+
+def _add_audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--audit-db", metavar="PATH",
+                        help="audit log: SQLite file, or .jsonl (default: $FIREWALL_AUDIT_DB, "
+                             "else the per-user state folder)")
+    if parser.prog.split()[-1] == "compact":
+        parser.add_argument("--no-audit", action="store_true", help="write no audit record")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,6 +305,56 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rules_option(scan)
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
     scan.set_defaults(func=cmd_scan)
+
+    compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
+    compact.add_argument("file")
+    _add_rules_option(compact)
+    compact.add_argument("--keep-last", type=int, default=8, metavar="N",
+                         help="turns kept verbatim at the end (default 8)")
+    compact.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
+                         default="extractive", help="default: the offline extractive one")
+    compact.add_argument("--model", help="model for the anthropic / openai summarizers")
+    compact.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
+    compact.add_argument("--max-retries", type=int, default=2, metavar="N")
+    compact.add_argument("--policy", choices=("reinject", "repair", "keep_source", "raise"),
+                         default="reinject", help="when required literals are still lost")
+    compact.add_argument("--budget", type=int, default=2000, metavar="TOKENS",
+                         help="token budget of the re-injected ledger (default 2000)")
+    compact.add_argument("--required", choices=("rules", "user", "all"), default="user",
+                         help="literals the summary itself must carry (default: user-typed "
+                              "and rules marked required)")
+    compact.add_argument("--placeholders", action="store_true",
+                         help="replace sensitive literals by placeholders for the summarizer")
+    compact.add_argument("--ledger", metavar="PATH",
+                         help="ledger JSON to continue from and to save (cumulative)")
+    _add_audit_options(compact)
+    compact.add_argument("--out", metavar="PATH", help="write the compacted conversation(s)")
+    compact.add_argument("--json", action="store_true", help="JSON output with a report")
+    compact.set_defaults(func=cmd_compact)
+
+    check = sub.add_parser("check", help="validate any compactor's summary of a conversation")
+    check.add_argument("file")
+    check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
+    check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
+    _add_rules_option(check)
+    check.add_argument("--required", choices=("rules", "user", "all"), default="user")
+    check.add_argument("--strict", action="store_true", help="every pinned literal is required")
+    check.add_argument("--json", action="store_true", help="one JSON object per literal")
+    check.set_defaults(func=cmd_check)
+
+    audit = sub.add_parser("audit", help="read the audit log of compactions")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    listing = audit_sub.add_parser("list", help="recent compactions")
+    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--conversation", help="only this conversation id")
+    show = audit_sub.add_parser("show", help="one record in full (id or prefix)")
+    show.add_argument("id")
+    literal = audit_sub.add_parser("literal", help="where did this literal survive?")
+    literal.add_argument("value")
+    export = audit_sub.add_parser("export", help="every record, one JSON object per line")
+    for command in (listing, show, literal, export):
+        _add_audit_options(command)
+        command.set_defaults(func=cmd_audit)
 
     rules = sub.add_parser("rules", help="test, lint and list rule packs")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)

@@ -1,0 +1,73 @@
+"""Message-level decisions of a compaction: which turns to compact, and the composed result.
+
+The compacted conversation is: leading system turns, the summary and the ledger block (in the
+conversation's own format), any source turns kept verbatim, then the verbatim tail. Every kept
+message is the caller's original object, untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .formats import FORMATS
+from .tokens import count_tokens
+from .turns import Conversation, Turn
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Turns ``start`` (inclusive) to ``end`` (exclusive) are compacted."""
+
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return max(0, self.end - self.start)
+
+    def __contains__(self, index: object) -> bool:
+        return isinstance(index, int) and self.start <= index < self.end
+
+
+def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = None) -> Span:
+    """Everything after the leading system turns but a verbatim tail of ``keep_last`` turns
+    (and at least ``keep_tokens`` tokens); a tool result never leaves its call behind."""
+    start = 0
+    while start < len(turns) and turns[start].role == "system":
+        start += 1
+    end = max(start, len(turns) - max(keep_last, 0))
+    if keep_tokens:
+        tail = 0
+        while end > start and tail < keep_tokens:
+            end -= 1
+            tail += count_tokens(turns[end].text)
+    while start < end < len(turns) and turns[end].role == "tool":
+        end -= 1  # the tail starts with a tool result: move its call into the tail too
+    return Span(start, end)
+
+
+def with_tool_pairs(turns: list[Turn], indices: Iterable[int], span: Span) -> list[int]:
+    """``indices`` plus the calls of kept tool results and the results of kept calls."""
+    keep = set(indices)
+    for i in list(keep):
+        j = i
+        while turns[j].role == "tool" and j - 1 in span:  # back to the call
+            j -= 1
+            keep.add(j)
+        if turns[i].tool_calls:
+            j = i + 1
+            while j in span and turns[j].role == "tool":
+                keep.add(j)
+                j += 1
+    return sorted(k for k in keep if k in span)
+
+
+def compose(conversation: Conversation, span: Span, summary: str, ledger_block: str,
+            keep: Iterable[int] = ()) -> list[Any]:
+    turns = conversation.turns
+    fmt = FORMATS[conversation.format]
+    head = [t.raw for t in turns[:span.start] if t.raw is not None]
+    kept = [turns[i].raw for i in with_tool_pairs(turns, keep, span)]
+    tail = [t.raw for t in turns[span.end:]]
+    return head + fmt.summary_messages(summary, ledger_block) + kept + tail

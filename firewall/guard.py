@@ -1,0 +1,465 @@
+"""The compaction guard: extract → pin → summarize → validate → re-ask → re-inject → audit.
+
+The loop is written once, as a generator that yields each ``SummaryRequest`` and receives the
+summarizer's answer (sans-IO); ``Firewall.compact`` and ``Firewall.acompact`` are the two thin
+drivers that perform the calls. Whatever happens, the caller's messages are never mutated and
+no pinned literal is lost: a failed compaction returns the conversation as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal as TypingLiteral
+
+from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
+                    installation_key, open_audit_log)
+from .compose import Span, choose_span, compose
+from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
+from .extract import Extractor, ScanResult
+from .formats import parse_messages
+from .ledger import Ledger
+from .literals import Literal
+from .packs import Pack, load_packs
+from .placeholders import Placeholders
+from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
+from .tokens import count_tokens
+from .turns import Conversation, Turn
+from .validate import Verdict, validate
+
+Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
+POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
+
+SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
+INSTRUCTIONS = (
+    "Summarize the conversation above for an agent that will continue it: keep the user's "
+    "goal, what was done, what was decided and what is still open.")
+REQUIRED_INSTRUCTIONS = (
+    "These exact strings are load-bearing: a later tool call will look them up byte-for-byte. "
+    "Copy each one into the summary exactly as written (same characters, case and "
+    "separators), and do not write any other string that looks like one of them:")
+
+
+@dataclass
+class AttemptResult:
+    number: int
+    summary: str | None
+    verdict: Verdict | None
+    error: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    duration_ms: float = 0.0
+    model: str | None = None
+    problems: list[str] = field(default_factory=list)  # damaged placeholders, length
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.problems and self.verdict is not None \
+            and self.verdict.ok
+
+
+@dataclass
+class CompactionResult:
+    """``messages`` is the compacted conversation, or the original when ``compacted`` is false."""
+
+    messages: list[Any]
+    ledger: Ledger
+    record: AuditRecord
+    compacted: bool
+    summary: str | None = None
+    verdict: Verdict | None = None
+    attempts: list[AttemptResult] = field(default_factory=list)
+    conversation: Conversation | None = None
+    audit_error: str | None = None
+
+    def report(self) -> dict[str, int]:
+        statuses = [lit.status for lit in self.record.literals]
+        return {
+            "pinned": len(self.ledger),
+            "in_summary": sum(lit.in_summary for lit in self.record.literals),
+            "reasked": max(0, len(self.attempts) - 1),
+            "mutated": sum(s.startswith("mutated") for s in statuses),
+            "reinjected": sum(lit.in_ledger for lit in self.record.literals),
+            "evicted": statuses.count("evicted"),
+            "kept_verbatim": statuses.count("kept_verbatim"),
+        }
+
+
+@dataclass
+class _Plan:
+    """Everything the loop needs, computed before the first summarizer call."""
+
+    conversation: Conversation
+    span: Span
+    scan: ScanResult
+    ledger: Ledger
+    required: list[Literal]
+    compaction: int
+    evicted: list[Any]
+    placeholders: Placeholders | None
+
+
+class Firewall:
+    """Rule packs plus the compaction policy; one instance serves many conversations.
+
+    ``required``: which literals the summary itself must carry (the rest ride in the ledger):
+    ``"rules"`` (rules marked ``severity: required``), ``"user"`` (those, and every literal the
+    user typed: the default), or ``"all"``.
+    """
+
+    def __init__(self, packs: Iterable[Pack | str] | None = None, *, budget_tokens: int = 2000,
+                 max_retries: int = 2, policy: Policy = "reinject", keep_last: int = 8,
+                 keep_tokens: int | None = None, required: str = "user",
+                 placeholders: bool = False, audit: Any = None,
+                 summarizer: Any = None) -> None:
+        if policy not in POLICIES:
+            raise FirewallError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+        if required not in ("rules", "user", "all"):
+            raise FirewallError(f"required must be 'rules', 'user' or 'all', not {required!r}")
+        given = list(packs or ())
+        names = [p for p in given if not isinstance(p, Pack)]
+        self.packs = [p for p in given if isinstance(p, Pack)]
+        if names or not given:  # names to load, or nothing given: every built-in pack
+            self.packs += load_packs(*names)
+        self.extractor = Extractor(self.packs)
+        self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
+        self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
+        self.placeholders = placeholders
+        self.audit = open_audit_log(audit) if isinstance(audit, (str, bytes)) or \
+            hasattr(audit, "__fspath__") else audit
+        self.summarizer = summarizer
+
+    # ── one-shot calls ──────────────────────────────────────────────────────────────────
+
+    def conversation(self, messages: Any) -> Conversation:
+        return messages if isinstance(messages, Conversation) else parse_messages(messages)
+
+    def scan(self, messages: Any) -> list[Literal]:
+        return self.extractor.scan(self.conversation(messages)).literals
+
+    def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
+        """Validate any compactor's summary against the literals of the turns it summarized."""
+        literals = self.scan(messages)
+        required = literals if strict else [l for l in literals if self._is_required(l)]
+        return validate(summary, [(l.value, l.rule) for l in required],
+                        known=[l.value for l in literals])
+
+    def _is_required(self, lit: Literal) -> bool:
+        return (self.required_mode == "all" or lit.severity == "required"
+                or (self.required_mode == "user" and lit.role == "user"))
+
+    # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
+
+    def _plan(self, messages: Any, ledger: Ledger | None, keep_last: int | None,
+              compaction: int | None) -> _Plan:
+        conversation = self.conversation(messages)
+        ledger = ledger if ledger is not None else Ledger.new(conversation.id)
+        span = choose_span(conversation.turns,
+                           self.keep_last if keep_last is None else keep_last, self.keep_tokens)
+        skip = (lambda text: ledger_blocks(text, ledger))
+        scan = self.extractor.scan(conversation.turns[span.start:span.end], skip=skip)
+        for lit in scan.literals:  # provenance in this conversation's own turn numbers
+            lit.turn += span.start
+        scan.timeouts[:] = [type(t)(t.rule, t.turn + span.start, t.field) for t in scan.timeouts]
+        ledger.update(scan.literals)
+        number = compaction or self._next_compaction(ledger.conversation_id)
+        evicted = ledger.fit(self.budget_tokens, compaction=number)
+        kept = set(ledger.values())
+        required = [l for l in scan.literals if self._is_required(l) and l.value in kept]
+        placeholders = None
+        if self.placeholders:
+            placeholders = Placeholders()
+            placeholders.add(e.value for e in ledger.entries if e.sensitive)
+            placeholders.add(l.value for l in scan.literals if l.sensitive)
+        return _Plan(conversation, span, scan, ledger, required, number, evicted, placeholders)
+
+    def _next_compaction(self, conversation_id: str) -> int:
+        if self.audit is not None:
+            try:
+                return self.audit.next_compaction_number(conversation_id)
+            except AuditError:
+                pass  # the write will report it
+        return 1
+
+    def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
+        mask = plan.placeholders.mask if plan.placeholders else (lambda s: s)
+        turns = plan.conversation.turns[plan.span.start:plan.span.end]
+        if plan.placeholders:
+            turns = [plan.placeholders.mask_turn(t) for t in turns]
+        required = tuple(RequiredLiteral(mask(l.value), l.rule, mask(_snippet(plan, l)))
+                         for l in plan.required)
+        instructions = INSTRUCTIONS
+        if required:
+            instructions += "\n" + REQUIRED_INSTRUCTIONS + "\n" + "\n".join(
+                f"- {r.value}" for r in required)
+        if plan.placeholders and plan.placeholders.table:
+            instructions += ("\nStrings such as [[SECRET_1]] stand for secrets: copy them "
+                             "exactly as they are, brackets included.")
+        feedback = mask(_feedback(plan, previous)) if previous is not None else None
+        return SummaryRequest(turns=tuple(turns), required=required, instructions=instructions,
+                              attempt=attempt, feedback=feedback,
+                              previous=mask(previous.summary) if previous and previous.summary
+                              else None)
+
+    def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
+        attempts: list[AttemptResult] = []
+        span_tokens = sum(count_tokens(t.text) for t in
+                          plan.conversation.turns[plan.span.start:plan.span.end])
+        max_summary_tokens = max(1000, span_tokens)
+        previous = None
+        for number in range(1, self.max_retries + 2):
+            started = time.perf_counter()
+            answer = yield self._request(plan, number, previous)
+            attempt = self._judge(plan, number, answer, max_summary_tokens)
+            attempt.duration_ms = (time.perf_counter() - started) * 1000
+            attempts.append(attempt)
+            if attempt.ok or attempt.error is not None and attempt.summary is None:
+                break  # success, or the summarizer itself failed: no point re-asking
+            previous = attempt
+        return self._finish(plan, attempts)
+
+    def _judge(self, plan: _Plan, number: int, answer: Any, max_tokens: int) -> AttemptResult:
+        if isinstance(answer, BaseException):
+            return AttemptResult(number, None, None, error=f"{type(answer).__name__}: {answer}")
+        text, usage, model = (answer.text, answer.usage, answer.model) \
+            if isinstance(answer, Summary) else (answer, {}, None)
+        if not isinstance(text, str):
+            return AttemptResult(number, None, None, error=f"summarizer returned "
+                                 f"{type(text).__name__}, not text")
+        problems = []
+        if plan.placeholders:
+            text, damaged = plan.placeholders.restore(text)
+            problems += [f"unknown or altered placeholder {p!r}" for p in damaged]
+        tokens = count_tokens(text)
+        if tokens > max_tokens:
+            problems.append(f"the summary is {tokens} tokens, longer than the "
+                            f"{max_tokens}-token span it replaces")
+        verdict = validate(text, [(l.value, l.rule) for l in plan.required],
+                           known=plan.ledger.values())
+        return AttemptResult(number, text, verdict, usage=dict(usage or {}), model=model,
+                             problems=problems)
+
+    def _finish(self, plan: _Plan, attempts: list[AttemptResult]) -> CompactionResult:
+        last = attempts[-1]
+        usable = last.summary is not None and not any("longer than" in p for p in last.problems)
+        if not last.ok and self.policy == "raise":
+            raise CompactionRefused(
+                f"required literals still lost after {len(attempts)} attempt(s): "
+                + "; ".join(f"{f.status} {f.value!r}" for f in _failures(last.verdict))
+                if last.verdict else (last.error or "; ".join(last.problems)),
+                attempts=attempts)
+        if not usable:  # the summarizer failed: leave the conversation as it was
+            error = last.error or "; ".join(last.problems)
+            return self._result(plan, attempts, None, keep=set(), error=error)
+        summary, keep = last.summary, set(plan.scan.verbatim_turns)
+        if not last.ok and self.policy == "repair":
+            summary = _repair(summary, last.verdict)
+        elif not last.ok and self.policy == "keep_source":
+            lost = {f.value for f in _failures(last.verdict)}
+            keep |= {l.turn for l in plan.required if l.value in lost}
+        return self._result(plan, attempts, summary, keep=keep, error=None)
+
+    def _result(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
+                keep: set[int], error: str | None) -> CompactionResult:
+        conversation, span, ledger = plan.conversation, plan.span, plan.ledger
+        block = ledger.render()
+        if summary is None:
+            messages = [t.raw for t in conversation.turns if t.raw is not None]
+            composed_text = None
+        else:
+            header = SUMMARY_HEADER.format(first=span.start, last=span.end - 1)
+            composed_text = f"{header}\n\n{summary}"
+            messages = compose(conversation, span, composed_text, block, keep)
+        verdict = attempts[-1].verdict if attempts else None
+        record = self._record(plan, attempts, summary, keep, error, block)
+        result = CompactionResult(messages=messages, ledger=ledger, record=record,
+                                  compacted=summary is not None, summary=composed_text,
+                                  verdict=verdict, attempts=attempts, conversation=conversation)
+        if self.audit is not None:
+            try:
+                self.audit.write(record)
+            except AuditError as exc:  # the compaction stands; the caller is told
+                result.audit_error = str(exc)
+        return result
+
+    def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
+                keep: set[int], error: str | None, block: str) -> AuditRecord:
+        key = installation_key() if self.audit is not None else b"unused"
+        span, turns = plan.span, plan.conversation.turns
+        findings = {f.value: f for f in (attempts[-1].verdict.findings if attempts and
+                                         attempts[-1].verdict else ())}
+        tail_text = "\n".join(t.text for t in turns[span.end:])
+        kept_text = "\n".join(turns[i].text for i in keep)
+        in_ledger = set(plan.ledger.values())
+        outcomes = []
+        for entry in plan.ledger.entries:
+            in_summary = summary is not None and entry.value in summary
+            finding = findings.get(entry.value)
+            mutated = finding is not None and finding.status == "mutated"
+            if summary is None:
+                status = "reinjected"
+            elif mutated:
+                status = "mutated_repaired" if self.policy == "repair" else "mutated_unrepaired"
+            elif entry.value in kept_text:
+                status = "kept_verbatim"
+            else:
+                status = "in_summary" if in_summary else "reinjected"
+            outcomes.append(LiteralOutcome.of(
+                entry.value, key=key, sensitive=entry.sensitive, rule=entry.rule,
+                role=entry.role, turn=max(entry.first_seen, 0), status=status,
+                in_summary=in_summary, in_ledger=entry.value in in_ledger,
+                in_tail=entry.value in tail_text,
+                detail=f"summary wrote {finding.resembles!r}" if mutated else None))
+        for eviction in plan.evicted:
+            outcomes.append(LiteralOutcome.of(
+                eviction.value, key=key, sensitive=False, rule=eviction.rule,
+                role=eviction.role, turn=0, status="evicted",
+                in_summary=summary is not None and eviction.value in summary,
+                in_tail=eviction.value in tail_text, detail=eviction.reason))
+        sensitive = {e.value for e in plan.ledger.entries if e.sensitive}
+        records = [Attempt(
+            number=a.number, summarizer=type(self.summarizer).__name__ if self.summarizer
+            else "summarizer", model=a.model, usage=a.usage, duration_ms=a.duration_ms,
+            error=a.error or ("; ".join(a.problems) or None),
+            verdict=VerdictSummary.of(
+                len(a.verdict.present), [f.value for f in a.verdict.missing],
+                [f.value for f in a.verdict.mutated], key=key, sensitive=sensitive)
+            if a.verdict else None) for a in attempts]
+        before = sum(count_tokens(t.text) for t in turns)
+        after = before if summary is None else (
+            before - sum(count_tokens(t.text) for t in turns[span.start:span.end])
+            + count_tokens(summary) + count_tokens(block))
+        return AuditRecord(
+            conversation_id=plan.ledger.conversation_id, compaction=plan.compaction,
+            packs=[PackRef(name=p.name, version=p.version) for p in self.packs],
+            policy=self.policy, vendor_path=getattr(self.summarizer, "vendor_path", "client"),
+            span=(span.start, span.end - 1) if len(span) else None,
+            turns_compacted=len(span) if summary is not None else 0, tokens_before=before,
+            tokens_after=after, ledger_tokens=count_tokens(block), literals=outcomes,
+            attempts=records, outcome="compacted" if summary is not None else "uncompacted",
+            error=error, placeholders=self.placeholders)
+
+    # ── drivers ─────────────────────────────────────────────────────────────────────────
+
+    def compact(self, messages: Any, summarizer: Any = None, *, keep_last: int | None = None,
+                ledger: Ledger | None = None, compaction: int | None = None) -> CompactionResult:
+        """Compact ``messages`` (any supported format); returns the same format."""
+        summarizer = self._summarizer(summarizer)
+        plan = self._plan(messages, ledger, keep_last, compaction)
+        if not len(plan.span):
+            return self._result(plan, [], None, set(), "nothing to compact")
+        loop = self._loop(plan)
+        request = next(loop)
+        while True:
+            try:
+                answer: Any = summarizer.summarize(request)
+            except Exception as exc:  # noqa: BLE001 - any failure leaves the text intact
+                answer = exc
+            try:
+                request = loop.send(answer)
+            except StopIteration as done:
+                return done.value
+
+    async def acompact(self, messages: Any, summarizer: Any = None, *,
+                       keep_last: int | None = None, ledger: Ledger | None = None,
+                       compaction: int | None = None) -> CompactionResult:
+        summarizer = self._summarizer(summarizer)
+        plan = self._plan(messages, ledger, keep_last, compaction)
+        if not len(plan.span):
+            return self._result(plan, [], None, set(), "nothing to compact")
+        loop = self._loop(plan)
+        request = next(loop)
+        while True:
+            try:
+                if hasattr(summarizer, "asummarize"):
+                    answer: Any = await summarizer.asummarize(request)
+                else:
+                    answer = await asyncio.to_thread(summarizer.summarize, request)
+            except Exception as exc:  # noqa: BLE001
+                answer = exc
+            try:
+                request = loop.send(answer)
+            except StopIteration as done:
+                return done.value
+
+    def _summarizer(self, summarizer: Any) -> Any:
+        summarizer = summarizer or self.summarizer
+        if summarizer is None:
+            from .summarizers.extractive import ExtractiveSummarizer
+
+            summarizer = ExtractiveSummarizer()
+        if callable(summarizer) and not hasattr(summarizer, "summarize"):
+            summarizer = CallableSummarizer(summarizer)
+        if not hasattr(summarizer, "summarize"):
+            raise SummarizerError(f"{type(summarizer).__name__} has no summarize(request)")
+        self.summarizer = summarizer
+        return summarizer
+
+
+class CallableSummarizer:
+    """Any ``(messages) -> str`` function as a summarizer: it receives the span's raw
+    messages, with the firewall's instructions appended as a final user message."""
+
+    vendor_path = "callable"
+
+    def __init__(self, func: Any) -> None:
+        self.func = func
+
+    def summarize(self, request: SummaryRequest) -> str:
+        messages = [t.raw if t.raw is not None else {"role": t.role, "content": t.text}
+                    for t in request.turns]
+        prompt = request.instructions + (f"\n\n{request.feedback}" if request.feedback else "")
+        return self.func(messages + [{"role": "user", "content": prompt}])
+
+
+def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
+    from .ledger import find_blocks
+
+    return find_blocks(text, ledger.nonce, ledger.key)
+
+
+def _failures(verdict: Verdict | None) -> list[Any]:
+    return [] if verdict is None else list(verdict.missing) + list(verdict.mutated)
+
+
+def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
+    turn = plan.conversation.turns[lit.turn]
+    text = turn.text if lit.field == "text" else ""
+    if not text:
+        return f"{lit.field} of turn {lit.turn}"
+    start, end = max(0, lit.start - width), min(len(text), lit.end + width)
+    return ("…" if start else "") + text[start:end].replace("\n", " ") + ("…" if end < len(text) else "")
+
+
+def _feedback(plan: _Plan, previous: AttemptResult) -> str:
+    lines = ["Your previous summary cannot be used yet:"]
+    if previous.error:
+        lines.append(f"- it failed: {previous.error}")
+    lines += [f"- {p}" for p in previous.problems]
+    by_value = {l.value: l for l in plan.required}
+    for finding in _failures(previous.verdict):
+        lit = by_value.get(finding.value)
+        source = f" (rule {finding.rule}; source: {_snippet(plan, lit)})" if lit else ""
+        if finding.status == "mutated":
+            lines.append(f"- you wrote {finding.resembles!r} where the exact literal is "
+                         f"{finding.value!r} ({finding.reason}){source}")
+        else:
+            lines.append(f"- missing: {finding.value!r}{source}")
+    lines.append("Rewrite the summary so that every one of these appears byte-for-byte.")
+    return "\n".join(lines)
+
+
+def _repair(summary: str, verdict: Verdict | None) -> str:
+    """Strip mutated spans (right to left, so offsets hold) and append the lost literals."""
+    failures = _failures(verdict)
+    spans = sorted({f.span for f in failures if f.status == "mutated" and f.span}, reverse=True)
+    limit = len(summary)
+    for start, end in spans:
+        if end <= limit:  # overlapping spans: the rightmost one already covers this text
+            summary = summary[:start] + "[see pinned literals]" + summary[end:]
+            limit = start
+    lost = list(dict.fromkeys(f.value for f in failures))
+    if lost:
+        summary += "\nLiterals kept verbatim: " + ", ".join(lost)
+    return summary
