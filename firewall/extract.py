@@ -121,16 +121,14 @@ class Extractor:
     def scan_json(self, node: Any, role: str, *, turn: int, root: str, tool: str | None,
                   out: TurnScan, text_rules: bool) -> None:
         """json_key rules over a parsed JSON value; ``text_rules`` also scans string leaves."""
-        key_rules = self._by_role[role].json_key
+        rules_for_key = self._by_role[role].json_key_rules
         budget = self.timeout
         for path, key, value in _json_leaves(node, root):
             text = _scalar_text(value)
             if text is None:
                 continue
             if key is not None:
-                for rule in key_rules:
-                    if not rule.match_key(key):
-                        continue
+                for rule in rules_for_key(key):
                     try:
                         accepted = rule.accept(text, budget)
                     except TimeoutError:
@@ -193,6 +191,16 @@ class _RoleRules:
         self.json_key = [r for r in rules if isinstance(r, CompiledJsonKey)]
         self.other = [r for r in rules if not isinstance(r, (CompiledRegex, CompiledJsonKey))]
         self.prefilter = Prefilter(self.regex)
+        self._key_rules: dict[str, list[CompiledJsonKey]] = {}
+
+    def json_key_rules(self, key: str) -> list[CompiledJsonKey]:
+        """The json_key rules whose key patterns match ``key`` (memoized: keys repeat a lot)."""
+        rules = self._key_rules.get(key)
+        if rules is None:
+            rules = [r for r in self.json_key if r.match_key(key)]
+            if len(self._key_rules) < 100_000:  # bounded: keys of hostile JSON are unbounded
+                self._key_rules[key] = rules
+        return rules
 
 
 class Scanner:

@@ -98,6 +98,11 @@ class _Plan:
     compaction: int
     evicted: list[Any]
     placeholders: Placeholders | None
+    turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
+
+    @property
+    def span_tokens(self) -> int:
+        return sum(self.turn_tokens[self.span.start:self.span.end])
 
 
 class Firewall:
@@ -172,7 +177,8 @@ class Firewall:
             placeholders = Placeholders()
             placeholders.add(e.value for e in ledger.entries if e.sensitive)
             placeholders.add(l.value for l in scan.literals if l.sensitive)
-        return _Plan(conversation, span, scan, ledger, required, number, evicted, placeholders)
+        return _Plan(conversation, span, scan, ledger, required, number, evicted, placeholders,
+                     [count_tokens(t.text) for t in conversation.turns])
 
     def _next_compaction(self, conversation_id: str) -> int:
         if self.audit is not None:
@@ -204,9 +210,7 @@ class Firewall:
 
     def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
         attempts: list[AttemptResult] = []
-        span_tokens = sum(count_tokens(t.text) for t in
-                          plan.conversation.turns[plan.span.start:plan.span.end])
-        max_summary_tokens = max(1000, span_tokens)
+        max_summary_tokens = max(1000, plan.span_tokens)
         previous = None
         for number in range(1, self.max_retries + 2):
             started = time.perf_counter()
@@ -287,8 +291,12 @@ class Firewall:
                 keep: set[int], error: str | None, block: str) -> AuditRecord:
         key = installation_key() if self.audit is not None else b"unused"
         span, turns = plan.span, plan.conversation.turns
-        findings = {f.value: f for f in (attempts[-1].verdict.findings if attempts and
-                                         attempts[-1].verdict else ())}
+        # a literal can have several findings (present, and a mutated copy elsewhere): the
+        # mutation is what the audit must show
+        findings: dict[str, Any] = {}
+        for f in (attempts[-1].verdict.findings if attempts and attempts[-1].verdict else ()):
+            if f.value not in findings or f.status == "mutated":
+                findings[f.value] = f
         tail_text = "\n".join(t.text for t in turns[span.end:])
         kept_text = "\n".join(turns[i].text for i in keep)
         in_ledger = set(plan.ledger.values())
@@ -326,10 +334,9 @@ class Firewall:
                 len(a.verdict.present), [f.value for f in a.verdict.missing],
                 [f.value for f in a.verdict.mutated], key=key, sensitive=sensitive)
             if a.verdict else None) for a in attempts]
-        before = sum(count_tokens(t.text) for t in turns)
+        before = sum(plan.turn_tokens)
         after = before if summary is None else (
-            before - sum(count_tokens(t.text) for t in turns[span.start:span.end])
-            + count_tokens(summary) + count_tokens(block))
+            before - plan.span_tokens + count_tokens(summary) + count_tokens(block))
         return AuditRecord(
             conversation_id=plan.ledger.conversation_id, compaction=plan.compaction,
             packs=[PackRef(name=p.name, version=p.version) for p in self.packs],

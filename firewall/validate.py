@@ -282,6 +282,13 @@ def _edit_reason(a: str, b: str) -> str:
 _RANK = {"look-alike characters": 0, "case changed": 1, "separator changed": 2}
 
 
+def _new_junctions(s: _Form, t: _Form) -> bool:
+    """Does span ``s`` put separators between digits where literal ``t`` has none (447.19)?"""
+    if s.seps == t.seps and len(s.flat) == len(t.flat):
+        return False  # same layout (a UUID with a changed group): no new number formatting
+    return s.junctions > t.junctions
+
+
 def _normalised_match(raw: str, t: _Form) -> tuple[int, str] | None:
     """A span whose flat form equals the literal's: say which normalisation it took, if allowed."""
     s = _form(raw)
@@ -289,7 +296,7 @@ def _normalised_match(raw: str, t: _Form) -> tuple[int, str] | None:
         return 0, "look-alike characters"
     if t.idlike and s.l1.casefold() == t.key:
         return 1, "case changed"
-    if len(t.flat) < 4 or s.junctions > t.junctions:
+    if len(t.flat) < 4 or _new_junctions(s, t):
         return None  # short literals: only look-alikes and case; no new number formatting
     if (s.flat1.casefold() == t.flat) if t.idlike else (s.flat1 == t.flat1):
         return 2, "separator changed"
@@ -305,7 +312,7 @@ def _fuzzy_match(s: _Form, t: _Form) -> tuple[int, str] | None:
         if len(left) >= 3 and len(right) >= 3 and 8 <= len(left) + len(right) < lb \
                 and b.startswith(left) and b.endswith(right):
             return 6, "truncated"
-    if s.junctions > t.junctions:
+    if _new_junctions(s, t):
         return None
     k = 1 if lb <= 8 else 2
     pairs = [(a, b)] if s.seps == t.seps else [(a, b), (s.flat, t.flat)]

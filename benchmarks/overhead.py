@@ -1,0 +1,89 @@
+"""Time the guard adds around a summarizer call, for a ~100k-token span.
+
+    python benchmarks/overhead.py [--data ../shared/data] [--repeat 7]
+
+The summarizer answers instantly (a scripted one), so the time measured is all firewall:
+extraction, ledger update and fit, validation, composition, and the SQLite audit write.
+Reported as medians in milliseconds and as a ratio to extraction alone, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from firewall.audit import SQLiteAuditLog  # noqa: E402
+from firewall.extract import Extractor  # noqa: E402
+from firewall.formats import read_conversations  # noqa: E402
+from firewall.guard import Firewall  # noqa: E402
+from firewall.summarizers.scripted import ScriptedSummarizer  # noqa: E402
+from firewall.tokens import count_tokens  # noqa: E402
+from firewall.turns import Conversation  # noqa: E402
+
+
+def span_of(data: Path, target_tokens: int) -> Conversation:
+    """Concatenate dev conversations (no system turns) until the span holds target tokens."""
+    turns, tokens = [], 0
+    for path in sorted(data.glob("*.jsonl")):
+        if path.name.startswith("gold"):
+            continue
+        for conversation in read_conversations(path):
+            for turn in conversation.turns:
+                if turn.role != "system":
+                    turns.append(turn)
+                    tokens += count_tokens(turn.text)
+            if tokens >= target_tokens:
+                return Conversation(turns=turns, id="bench", format=conversation.format)
+    return Conversation(turns=turns, id="bench", format="native")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--tokens", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    data = Path(args.data)
+    if not data.is_dir():
+        print(f"no dev data at {data}: nothing to measure (pass --data)")
+        return 0
+    print(f"$ python benchmarks/overhead.py --tokens {args.tokens} --repeat {args.repeat}")
+    print(f"machine: {platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}")
+    conversation = span_of(data, args.tokens)
+    tokens = sum(count_tokens(t.text) for t in conversation.turns)
+    fw = Firewall(keep_last=0, max_retries=0)
+    extractor: Extractor = fw.extractor
+    values = [lit.value for lit in extractor.scan(conversation).literals]
+    summary = "Summary: " + " ".join(values[:50])  # a plausible summary holding some literals
+
+    extraction, guard = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        fw.audit = SQLiteAuditLog(Path(folder) / "audit.db")
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            extractor.scan(conversation)
+            extraction.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            result = fw.compact(conversation, summarizer=ScriptedSummarizer([summary]))
+            guard.append(time.perf_counter() - start)
+            assert result.compacted
+    ex, total = statistics.median(extraction) * 1000, statistics.median(guard) * 1000
+    print(f"span: {len(conversation.turns)} turns, {tokens} tokens, {len(values)} literals, "
+          f"ledger {len(result.ledger)} entries after the budget")
+    print(f"extraction alone     {ex:8.1f} ms")
+    print(f"whole guard          {total:8.1f} ms   (ratio to extraction {total / ex:.2f}x)")
+    print(f"guard beyond extraction {total - ex:5.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
