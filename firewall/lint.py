@@ -12,9 +12,11 @@ import regex
 
 from .packs import Pack, RegexRule
 
-# Texts that make backtracking-prone patterns blow up; each built once.
-_STRESS = ("a" * 20_000, "1" * 20_000, "a1" * 10_000, "a-" * 10_000, "/" * 20_000,
-           " " * 20_000, "a." * 10_000, "A_" * 10_000)
+# Texts that make backtracking-prone patterns blow up: long runs, and the same runs ending in a
+# character that makes the final match fail (where exponential patterns backtrack).
+_RUNS = ("a" * 20_000, "1" * 20_000, "a1" * 10_000, "a-" * 10_000, "/" * 20_000,
+         " " * 20_000, "a." * 10_000, "A_" * 10_000)
+_STRESS = _RUNS + tuple(run + "!" for run in _RUNS)
 _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT)
 
 

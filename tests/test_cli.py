@@ -1,0 +1,120 @@
+"""The `firewall` command, driven through its entry point as a user would."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from firewall.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MINIMAL = str(FIXTURES / "packs" / "valid" / "minimal.yaml")
+KINDS = str(FIXTURES / "packs" / "valid" / "all_kinds.yaml")
+ANTHROPIC = str(FIXTURES / "conversations" / "anthropic.json")
+NATIVE = str(FIXTURES / "conversations" / "native.jsonl")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_scan_json_lines_carry_provenance_and_conversation_id(capsys):
+    code, out, _ = run(capsys, "scan", NATIVE, "--rules", KINDS, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert rows[0] == {"id": "c1", "literal": "#W2378156", "rule": "kinds/order-key", "turn": 2,
+                       "role": "assistant", "tool": "get_order_details",
+                       "field": "arguments.order_id", "start": 0, "end": 9, "sensitive": False,
+                       "count": 2}
+
+
+def test_scan_table(capsys):
+    code, out, _ = run(capsys, "scan", ANTHROPIC, "--rules", MINIMAL)
+    assert code == 0 and "INV-2025-08-44719" in out and "1 literal(s)" in out
+
+
+def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
+    db = str(tmp_path / "audit.db")
+    code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--keep-last", "1",
+                       "--audit-db", db)
+    assert code == 0
+    assert "<<<firewall-ledger nonce=" in out and "INV-2025-08-44719" in out
+    assert "1 literal(s) pinned" in out
+    code, out, _ = run(capsys, "audit", "list", "--audit-db", db)
+    assert code == 0 and "compacted" in out
+    code, out, _ = run(capsys, "audit", "literal", "INV-2025-08-44719", "--audit-db", db)
+    assert code == 0 and "in_summary" in out
+    record_id = out.splitlines()[2].split()[0]
+    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db)
+    assert json.loads(out)["conversation_id"] == "anthropic"
+    code, out, _ = run(capsys, "audit", "export", "--audit-db", db)
+    assert len(out.splitlines()) == 1
+
+
+def test_compact_out_keeps_the_anthropic_shape_and_ledger_persists(capsys, tmp_path):
+    out_file, ledger = tmp_path / "out.jsonl", tmp_path / "ledger.json"
+    code, _, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--keep-last", "1",
+                     "--no-audit", "--out", str(out_file), "--ledger", str(ledger))
+    assert code == 0
+    document = json.loads(out_file.read_text())
+    assert document["system"] == "You are a support agent." and document["messages"]
+    assert json.loads(ledger.read_text())["entries"][0]["value"] == "INV-2025-08-44719"
+
+
+def test_check_exits_1_on_a_mutated_required_literal(capsys, tmp_path):
+    summary = tmp_path / "summary.txt"
+    summary.write_text("The customer disputes INV-2025-08-44791.")
+    code, out, _ = run(capsys, "check", ANTHROPIC, "--summary", str(summary), "--rules", MINIMAL,
+                       "--json")
+    assert code == 1
+    assert json.loads(out) == {"literal": "INV-2025-08-44719", "status": "mutated",
+                               "rule": "billing/invoice-number", "required": True,
+                               "span": [22, 39], "resembles": "INV-2025-08-44791",
+                               "reason": "transposed digits"}
+    summary.write_text("The customer disputes INV-2025-08-44719.")
+    assert run(capsys, "check", ANTHROPIC, "--summary", str(summary), "--rules", MINIMAL)[0] == 0
+
+
+def test_check_strict_makes_pinned_literals_required(capsys, tmp_path):
+    summary = tmp_path / "summary.txt"
+    summary.write_text("order #W2378156 asked about")
+    # the order id comes from a tool call, so only --strict requires it... it is present here
+    assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+               "--rules", KINDS, "--strict")[0] == 0
+    summary.write_text("an order was asked about")
+    assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+               "--rules", KINDS)[0] == 0
+    assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+               "--rules", KINDS, "--strict")[0] == 1
+
+
+def test_rules_test_and_lint_exit_codes(capsys):
+    code, out, _ = run(capsys, "rules", "test", KINDS)
+    assert code == 0 and "4 rule(s), 0 failing example(s)" in out
+    code, out, _ = run(capsys, "rules", "test", str(FIXTURES / "packs" / "invalid" /
+                                                   "failing_example.yaml"))
+    assert code == 1 and "missed ['inv-13']" in out
+
+
+def test_lint_flags_catastrophic_patterns(capsys, tmp_path):
+    pack = tmp_path / "slow.yaml"
+    pack.write_text("name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
+                    "    description: d\n    pattern: '(a|aa)+$'\n    keywords: [zzz]\n"
+                    "    examples:\n      match:\n        - text: 'aa'\n          literals: [aa]\n"
+                    "      no_match: ['b']\n")
+    code, out, _ = run(capsys, "rules", "lint", str(pack))
+    assert code == 1
+    assert "alternatives that can match the same text" in out
+    assert "timed out on a 20 kB adversarial text" in out
+    assert "no keyword ['zzz'] occurs in the positive example" in out
+
+
+def test_errors_are_one_line_not_tracebacks(capsys, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe not json")
+    code, _, err = run(capsys, "scan", str(bad), "--rules", MINIMAL)
+    assert code == 2 and err.startswith("firewall: ") and "Traceback" not in err
+    code, _, err = run(capsys, "scan", NATIVE, "--rules", "nope")
+    assert code == 2 and "unknown rule pack 'nope'" in err
