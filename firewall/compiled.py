@@ -123,15 +123,91 @@ def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str
 
 
 def _re2_source(rule: RegexRule) -> str | None:
-    """The pattern as RE2 will read it, or None when RE2 could disagree with `regex`.
+    """The pattern relaxed for RE2, or None when RE2 could disagree with `regex`.
 
-    On ASCII text RE2 and `regex` agree on whether such a pattern matches; `$` (which `regex`
-    also matches before a final newline) and verbose mode are left to `regex` alone.
+    Relaxing only ever widens what matches: lookarounds are dropped, possessive quantifiers and
+    atomic groups become ordinary ones. So on ASCII text "RE2 finds no match" still proves that
+    `regex` finds none. `$` (which `regex` also matches before a final newline) and verbose mode
+    are left to `regex` alone.
     """
     if "verbose" in rule.flags or "$" in rule.pattern:
         return None
+    relaxed = relax(rule.pattern)
+    if relaxed is None:
+        return None
     inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
-    return f"(?{inline}){rule.pattern}" if inline else rule.pattern
+    return f"(?{inline}){relaxed}" if inline else relaxed
+
+
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def relax(pattern: str) -> str | None:
+    """``pattern`` without lookarounds, possessive quantifiers or atomic groups; None if the
+    pattern is too unusual to rewrite safely (the caller then skips RE2 for it)."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class, class_start = False, -1
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            # a "]" right after "[" or "[^" is a literal member, not the end of the class
+            in_class = ch != "]" or i == class_start
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "[":
+            in_class = True
+            class_start = i + 2 if pattern.startswith("^", i + 1) else i + 1
+            out.append(pattern[i:class_start])
+            i = class_start
+            continue
+        if ch == "(" and pattern.startswith(_LOOKAROUND, i):
+            end = _group_end(pattern, i)
+            if end is None:
+                return None
+            i = end + 1  # an assertion dropped: matches can only widen
+            continue
+        if pattern.startswith("(?>", i):
+            out.append("(?:")
+            i += 3
+            continue
+        if ch == "+" and out and out[-1] in ("+", "*", "?", "}"):
+            i += 1  # possessive -> greedy
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _group_end(pattern: str, start: int) -> int | None:
+    """Index of the ``)`` closing the group opened at ``start``."""
+    depth, i, in_class = 0, start, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                i += 2 if pattern[i + 1] == "]" else 3
+                continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
 
 
 _NLP_CACHE: dict[str, Any] = {}

@@ -6,12 +6,13 @@ appearance; a no_match example passes when the rule extracts nothing from it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .extract import Extractor
 from .packs import JsonKeyRule, Pack
-from .turns import Turn
+from .turns import ToolCall, Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,22 @@ class RuleReport:
     failures: tuple[ExampleFailure, ...]
 
 
-def _found(extractor: Extractor, rule_id: str, role: str, text: str) -> tuple[list[str], bool]:
-    scan = extractor.scan_turn(Turn(role=role, text=text), 0)
+def _example_turn(rule, role: str, text: str) -> Turn:
+    """A json_key rule that applies only to tool-call arguments gets its JSON example as the
+    arguments of a call; every other example is a turn's text."""
+    if isinstance(rule, JsonKeyRule) and role != "tool":
+        try:
+            arguments = json.loads(text)
+        except ValueError:
+            arguments = None
+        if isinstance(arguments, dict):
+            return Turn(role=role, tool_calls=(ToolCall("example", arguments),))
+    return Turn(role=role, text=text)
+
+
+def _found(extractor: Extractor, rule, rule_id: str, role: str, text: str
+           ) -> tuple[list[str], bool]:
+    scan = extractor.scan_turn(_example_turn(rule, role, text), 0)
     values = list(dict.fromkeys(l.value for l in scan.literals if l.rule == rule_id))
     return values, any(t.rule == rule_id for t in scan.timeouts)
 
@@ -63,7 +78,7 @@ def run_examples(packs: Iterable[Pack], extractor: Extractor | None = None) -> l
                 else rule.roles[0]
             failures = []
             for example in rule.examples.match:
-                got, timed_out = _found(extractor, qid, role, example.text)
+                got, timed_out = _found(extractor, rule, qid, role, example.text)
                 if got != list(dict.fromkeys(example.literals)) or timed_out:
                     failures.append(ExampleFailure(
                         qid, example.text,
@@ -71,7 +86,7 @@ def run_examples(packs: Iterable[Pack], extractor: Extractor | None = None) -> l
                         tuple(v for v in got if v not in example.literals), timed_out,
                         tuple(got)))
             for text in rule.examples.no_match:
-                got, timed_out = _found(extractor, qid, role, text)
+                got, timed_out = _found(extractor, rule, qid, role, text)
                 if got or timed_out:
                     failures.append(ExampleFailure(qid, text, (), tuple(got), timed_out,
                                                    tuple(got)))

@@ -58,12 +58,16 @@ def _json_leaves(node: Any, path: str, key: str | None = None) -> Iterator[tuple
         yield path, key, node
 
 
+class JsonNumber(str):
+    """A number from a JSON tool result, kept as its source text: ``1030.40`` stays ``1030.40``."""
+
+
 def _scalar_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)):  # arguments parsed elsewhere: the canonical spelling
         return json.dumps(value)
     return None
 
@@ -73,8 +77,8 @@ def _parse_json(text: str) -> Any | None:
     if not stripped or stripped[0] not in "{[":
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        return json.loads(text, parse_int=JsonNumber, parse_float=JsonNumber)
+    except (ValueError, RecursionError):
         return None
 
 
@@ -137,7 +141,7 @@ class Extractor:
                     if accepted:
                         out.literals.append(self._literal(rule, text, turn, role, 0, len(text),
                                                           path, tool))
-            if text_rules and isinstance(value, str):
+            if text_rules and isinstance(value, str) and not isinstance(value, JsonNumber):
                 self.scan_text(value, role, turn=turn, field=path, tool=tool, out=out)
 
     def scan_turn(self, turn: Turn, index: int, *, skip: SpanFinder | None = None) -> TurnScan:

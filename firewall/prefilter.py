@@ -59,7 +59,11 @@ class Prefilter:
                 members.append(i)
             except Exception:  # RE2 lacks lookaround, backreferences, atomic groups...
                 outside.add(i)
-        if not members or not rule_set.Compile():
+        if not members:
+            return None, [], frozenset(range(len(rules)))
+        try:
+            rule_set.Compile()  # returns None; failure raises
+        except Exception:
             return None, [], frozenset(range(len(rules)))
         return rule_set, members, frozenset(outside)
 
@@ -72,6 +76,6 @@ class Prefilter:
         if not allowed:
             return []
         if self._set is not None and text.isascii() and not _RE2_UNSAFE.search(text):
-            hits = {self._set_members[j] for j in self._set.Match(text)}
+            hits = {self._set_members[j] for j in self._set.Match(text) or ()}  # None: no match
             allowed &= hits | self._outside_set
         return sorted(allowed)

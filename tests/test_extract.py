@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from firewall.examples import run_examples
 from firewall.extract import Extractor, Scanner
@@ -163,3 +164,47 @@ def test_fixture_examples_pass_through_the_whole_engine():
 def test_fifty_megabyte_tool_result_is_scanned(kinds):
     text = ("x" * 1000 + " INV-2025-08-44719 ") * 50_000
     assert values(kinds.scan([Turn("tool", text)])) == ["INV-2025-08-44719"]
+
+
+def test_json_numbers_keep_their_source_spelling():
+    extractor = Extractor([pack_from(
+        "name: p\nversion: '1'\nrules:\n  - id: amount\n    kind: json_key\n"
+        "    keys: [amount, '*_ids']\n")])
+    result = extractor.scan([Turn("tool", '{"amount": 1030.40, "item_ids": [1e3, 70, true]}')])
+    assert values(result) == ["1030.40", "1e3", "70"]
+
+
+def test_assistant_only_json_key_examples_run_as_tool_call_arguments():
+    pack = pack_from(
+        "name: p\nversion: '1'\nrules:\n  - id: arg\n    kind: json_key\n    keys: ['*_id']\n"
+        "    roles: [assistant]\n    examples:\n      match:\n"
+        "        - text: '{\"order_id\": \"#W1\"}'\n          literals: ['#W1']\n")
+    (report,) = run_examples([pack])
+    assert report.failures == ()
+
+
+PREFILTER_PATTERNS = [r"(?<![\w#])#W\d{3,7}(?!\w)", r"\b[A-Z]{2,4}-\d{1,5}\b", r"(?<=key=)\w++",
+                      r"(?>ab|a)c", r"[^]x]y(?=z)", r"(?i)inv-\d+"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="#W0123456789ABCDEFGHIJxyzakec=-_ ]\n", max_size=60))
+def test_relaxed_re2_prefilter_never_drops_a_match(text):
+    pack = pack_from("name: p\nversion: '1'\nrules:\n" + "".join(
+        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n"
+        for i, p in enumerate(PREFILTER_PATTERNS)))
+    extractor = _prefilter_extractor(pack)
+    got = sorted((l.rule, l.start, l.end) for l in extractor.scan_text(text, "user").literals)
+    expected = sorted((r.qid, s, e) for r in extractor.rules for s, e in r.find(text, 1.0))
+    assert got == expected
+
+
+_EXTRACTORS: dict = {}
+
+
+def _prefilter_extractor(pack):
+    if "x" not in _EXTRACTORS:
+        _EXTRACTORS["x"] = Extractor([pack])
+        # every pattern above must actually go through RE2, or the property proves nothing
+        assert not _EXTRACTORS["x"]._by_role["user"].prefilter._outside_set
+    return _EXTRACTORS["x"]
