@@ -9,14 +9,28 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import FirewallError
+from .hooks import add_hooks_commands
+from .suggest import add_suggest_command
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def _packs(args: argparse.Namespace, *, strict: bool = True):
+    """The packs named by --rules (default: every built-in), plus a pack derived from the tool
+    definitions given with --tools: their identifier parameters are pinned wherever they occur."""
     from .packs import load_packs
 
-    return load_packs(*(args.rules or ()), strict=strict)
+    packs = load_packs(*(args.rules or ()), strict=strict)
+    if getattr(args, "tools", None):
+        from .toolschema import pack_from_tools
+
+        try:
+            with open(args.tools, encoding="utf-8") as handle:
+                tools = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise FirewallError(f"cannot read tool definitions {args.tools}: {exc}") from None
+        packs.append(pack_from_tools(tools))
+    return packs
 
 
 def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -285,6 +299,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _add_rules_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
                         help="built-in pack name or YAML path (repeatable; default: all built-in)")
+    parser.add_argument("--tools", metavar="TOOLS.json",
+                        help="the agent's tool definitions (Anthropic or OpenAI): pin the "
+                             "values of their identifier parameters")
 
 
 def _add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -365,6 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("rules", nargs="*", metavar="PACK_OR_PATH",
                              help="packs to use (default: all built-in)")
         command.set_defaults(func=func)
+    add_suggest_command(rules_sub)
+    add_hooks_commands(sub)
     return parser
 
 

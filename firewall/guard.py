@@ -289,7 +289,9 @@ class Firewall:
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
                 keep: set[int], error: str | None, block: str) -> AuditRecord:
-        key = installation_key() if self.audit is not None else b"unused"
+        # hash with the log's own key, so its find_literal lookups match
+        key = (getattr(self.audit, "key", None) or installation_key()) \
+            if self.audit is not None else b"unused"
         span, turns = plan.span, plan.conversation.turns
         # a literal can have several findings (present, and a mutated copy elsewhere): the
         # mutation is what the audit must show

@@ -84,3 +84,11 @@ def test_empty_conversation_is_valid_and_empty(tmp_path):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConversationError, match="cannot open"):
         list(read_conversations(tmp_path / "nope.jsonl"))
+
+
+def test_openai_responses_items_are_detected():
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"a\": 1}"}]
+    assert detect_format(items) == "openai_responses"
+    conv = parse_messages(items)
+    assert conv.turns[1].tool_calls[0].arguments == {"a": 1}

@@ -1,8 +1,8 @@
 """Reading conversations in any supported format, detected from the content, not the file name.
 
 Formats: ``native`` (the dev-set JSONL: ``tool_calls`` with parsed ``arguments``), ``anthropic``
-(Messages API content blocks, ``tool_use`` / ``tool_result``) and ``openai`` (chat completions,
-``tool_calls`` with JSON-string arguments). A file is either JSONL, one conversation object per
+(Messages API content blocks, ``tool_use`` / ``tool_result``), ``openai`` (chat completions,
+``tool_calls`` with JSON-string arguments) and ``openai_responses`` (Responses API input items). A file is either JSONL, one conversation object per
 line, or one JSON document: a list of messages, or an object with ``messages``.
 """
 
@@ -15,17 +15,26 @@ from typing import Any
 
 from ..errors import ConversationError
 from ..turns import Conversation
-from . import anthropic, native, openai_chat
+from . import anthropic, langchain, native, openai_chat, openai_responses
 
-FORMATS = {"native": native, "anthropic": anthropic, "openai": openai_chat}
+FORMATS = {"native": native, "anthropic": anthropic, "openai": openai_chat,
+           "openai_responses": openai_responses, "langchain": langchain}
+_RESPONSES_ITEMS = frozenset({"function_call", "function_call_output", "compaction", "reasoning",
+                              "custom_tool_call", "custom_tool_call_output"})
+_RESPONSES_PARTS = frozenset({"input_text", "output_text"})
 
 
 def detect_format(messages: list[Any]) -> str:
     """Name the format of a message list by its shape."""
     for message in messages:
+        if langchain.is_message(message):
+            return "langchain"
         if not isinstance(message, dict):
             continue
         content = message.get("content")
+        if message.get("type") in _RESPONSES_ITEMS or (isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") in _RESPONSES_PARTS for b in content)):
+            return "openai_responses"
         if isinstance(content, list) and any(
             isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
         ):

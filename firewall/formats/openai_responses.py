@@ -1,0 +1,72 @@
+"""OpenAI Responses API input items: ``message``, ``function_call``, ``function_call_output``...
+
+One item is one turn, so turn indices stay item indices. A ``compaction`` item is an opaque,
+encrypted summary: it becomes an empty ``system`` turn (the extractor never scans system turns,
+and nothing can be read from it anyway). Items of other types (reasoning, item references,
+hosted-tool calls) are kept the same way, untouched, so that a compacted list hands them back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ConversationError
+from ..turns import ToolCall, Turn
+from ._common import field_error, text_of
+from .openai_chat import _arguments
+
+ROLE_ALIASES = {"developer": "system"}
+MESSAGE_ROLES = ("user", "assistant", "system", "developer")
+
+
+def to_turns(items: list[Any]) -> list[Turn]:
+    turns: list[Turn] = []
+    names: dict[Any, str] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ConversationError(f"expected an object, got {type(item).__name__}",
+                                    field=f"input[{i}]")
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            if role not in MESSAGE_ROLES:
+                raise field_error(i, "role", f"expected one of {', '.join(MESSAGE_ROLES)}, "
+                                             f"got {role!r}")
+            turns.append(Turn(role=ROLE_ALIASES.get(role, role),
+                              text=text_of(item.get("content"), i), raw=item))
+        elif kind in ("function_call", "custom_tool_call"):
+            name = item.get("name")
+            if not isinstance(name, str):
+                raise field_error(i, "name", "expected a tool name")
+            # function arguments are a JSON string; a custom tool's input is free text
+            arguments = (_arguments(item.get("arguments")) if kind == "function_call"
+                         else {"input": item.get("input", "")})
+            turns.append(Turn(role="assistant", tool_calls=(
+                ToolCall(name, arguments, item.get("call_id")),), raw=item))
+            names[item.get("call_id")] = name
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call_id = item.get("call_id")
+            turns.append(Turn(role="tool", text=_output_text(item.get("output"), i),
+                              tool_name=item.get("name") or names.get(call_id),
+                              tool_call_id=call_id, raw=item))
+        else:  # compaction, compaction_trigger, reasoning, item_reference, hosted tools, ...
+            turns.append(Turn(role="system", text="", raw=item))
+    return turns
+
+
+def _output_text(output: Any, index: int) -> str:
+    """A tool output: a string, or a list of ``input_text`` / image / file parts."""
+    if isinstance(output, (dict, int, float)) and not isinstance(output, bool):
+        return json.dumps(output, ensure_ascii=False)  # lenient: a non-string, non-list output
+    return text_of(output, index, "output")
+
+
+def message_item(text: str, role: str = "user") -> dict[str, Any]:
+    """An input ``message`` item holding one ``input_text`` part."""
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def summary_messages(summary: str, ledger_block: str) -> list[dict[str, Any]]:
+    # Two items: the ledger is never merged into the summary text.
+    return [message_item(summary), message_item(ledger_block)]

@@ -1,0 +1,576 @@
+"""Coding-agent hooks: Claude Code and Codex CLI compact their context themselves; the firewall
+pins literals before, checks the summary after, and re-injects the ledger into the new context.
+
+    firewall hooks claude-code --print              the settings.json "hooks" block
+    firewall hooks claude-code --install PATH       merged into a settings file (idempotent)
+    firewall hooks codex --install PATH             the same for Codex's hooks.json
+    firewall hooks run EVENT [--agent codex]        a hook command: event JSON on stdin
+
+Events:
+
+``pre-compact``
+    Reads the new lines of the transcript JSONL (Claude Code session file or Codex rollout),
+    extracts literals and updates the session's ledger; marks it for re-injection.
+``post-compact``
+    Does the same (so a skipped PreCompact loses nothing), then validates the summary against the
+    ledger: Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
+    compaction leaves it empty: opaque). Writes an audit record; warns via ``systemMessage`` when
+    a required literal is missing or altered.
+``session-start``
+    With ``source == "compact"``: prints the rendered ledger as ``additionalContext``.
+``user-prompt-submit``
+    Prints the ledger as ``additionalContext`` once after a compaction, if ``session-start`` did
+    not (the Codex route: its ``SessionStart`` has no ``compact`` source in every release).
+
+Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with its
+HMAC key, the transcript offset read so far, the re-injection flag), written atomically; the
+state dir is ``FIREWALL_STATE_DIR`` or the user state dir. The audit log is
+``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the agent: on any error it
+writes one line to stderr and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import platformdirs
+
+from .errors import FirewallError
+from .turns import ToolCall, Turn
+
+APP_NAME = "literal-firewall"
+STATE_ENV = "FIREWALL_STATE_DIR"
+AGENTS = ("claude-code", "codex")
+EVENTS = ("pre-compact", "post-compact", "session-start", "user-prompt-submit")
+VENDOR_PATH = {"claude-code": "claude-code-hooks", "codex": "codex-hooks"}
+
+# Which agent event runs which hook command, with its matcher ("" = every trigger).
+_WIRING = {
+    "claude-code": (("PreCompact", "", "pre-compact"), ("PostCompact", "", "post-compact"),
+                    ("SessionStart", "compact", "session-start")),
+    "codex": (("PreCompact", "", "pre-compact"), ("PostCompact", "", "post-compact"),
+              ("SessionStart", "compact", "session-start"),
+              ("UserPromptSubmit", "", "user-prompt-submit")),
+}
+_CODEX_LINE_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
+# Harness text Codex sends as user messages: context, not something the user typed.
+_CODEX_HARNESS = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+                  "<permissions instructions>")
+
+
+# ── transcripts ──────────────────────────────────────────────────────────────────────────────
+
+@dataclass
+class TranscriptChunk:
+    """The turns of the complete lines read, the offset after them, compaction summaries seen
+    (Codex ``compacted`` items, ``""`` for an opaque remote one) and lines skipped."""
+
+    turns: list[Turn] = field(default_factory=list)
+    offset: int = 0
+    summaries: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+
+def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> TranscriptChunk:
+    """Parse the complete JSONL lines of a Claude Code or Codex transcript from byte ``offset``.
+
+    Unknown, partial (a line still being written), non-JSON and sidechain lines are skipped, so
+    a new event type never breaks a hook. A file shorter than ``offset`` is read from the start.
+    """
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        offset = offset if 0 <= offset <= size else 0
+        handle.seek(offset)
+        data = handle.read()
+    end = data.rfind(b"\n") + 1  # only complete lines; the rest is read next time
+    chunk = TranscriptChunk(offset=offset + end)
+    claude: list[tuple[dict[str, Any], str | None]] = []
+    for raw in data[:end].splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:  # includes undecodable bytes
+            chunk.skipped += raw.strip() != b""
+            continue
+        if not isinstance(line, dict):
+            chunk.skipped += 1
+        elif line.get("type") in _CODEX_LINE_TYPES and "payload" in line:
+            _codex_line(line, chunk)
+        elif isinstance(line.get("message"), dict):
+            if line.get("isSidechain") is True:  # a subagent's turn, not in this context
+                continue
+            message = _claude_message(line)
+            if message is None:
+                chunk.skipped += 1
+            else:
+                claude.append(message)
+    if claude:
+        chunk.turns += _claude_turns(claude)
+    return chunk
+
+
+def _claude_message(line: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
+    from .formats import anthropic
+
+    message = line["message"]
+    if line.get("type") not in ("user", "assistant") or message.get("role") not in (
+            "user", "assistant"):
+        return None
+    shaped = {"role": message["role"], "content": message.get("content")}
+    try:
+        anthropic.to_turns([shaped])  # validates the line on its own
+    except FirewallError:
+        return None
+    # The compaction summary is machine text; meta lines are harness text, never user-typed.
+    role = "assistant" if line.get("isCompactSummary") else "system" if line.get("isMeta") \
+        else None
+    return shaped, role
+
+
+def _claude_turns(messages: list[tuple[dict[str, Any], str | None]]) -> list[Turn]:
+    from .formats import anthropic
+
+    turns = anthropic.to_turns([m for m, _ in messages])  # one pass: tool names by tool_use id
+    return [t if role is None or t.role == "tool" else dataclasses.replace(t, role=role)
+            for t, (_, role) in zip(turns, messages, strict=True)]
+
+
+def _codex_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):  # FunctionCallOutputPayload {"content": ..., "success": ...}
+        return _codex_text(content.get("content"))
+    if isinstance(content, list):
+        return "\n".join(item.get("text") or "" for item in content
+                         if isinstance(item, dict) and isinstance(item.get("text"), str))
+    return ""
+
+
+def _codex_arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) and raw else {}
+    except ValueError:
+        return {"arguments": raw}
+    return parsed if isinstance(parsed, dict) else {"arguments": parsed}
+
+
+def _codex_line(line: dict[str, Any], chunk: TranscriptChunk) -> None:
+    payload = line["payload"]
+    if not isinstance(payload, dict):
+        chunk.skipped += 1
+        return
+    if line["type"] == "compacted":
+        chunk.summaries.append(payload.get("message") or "")
+        return
+    if line["type"] != "response_item":
+        return  # session_meta, turn_context, event_msg (duplicates of response items)
+    kind, turns = payload.get("type"), chunk.turns
+    if kind == "message":
+        role, text = payload.get("role"), _codex_text(payload.get("content"))
+        if role in ("developer", "system") or (role == "user" and text.lstrip().startswith(
+                _CODEX_HARNESS)):
+            role = "system"
+        if role in ("user", "assistant", "system"):
+            turns.append(Turn(role=role, text=text, raw=payload))
+    elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
+        name = payload.get("name") or ("local_shell" if kind == "local_shell_call" else "tool")
+        arguments = (_codex_arguments(payload.get("arguments")) if kind == "function_call"
+                     else {"input": payload.get("input")} if kind == "custom_tool_call"
+                     else _codex_arguments(payload.get("action")))
+        call_id = payload.get("call_id") or payload.get("id")
+        turns.append(Turn(role="assistant", tool_calls=(ToolCall(str(name), arguments, call_id),),
+                          raw=payload))
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        call_id = payload.get("call_id")
+        name = next((c.name for t in reversed(turns) for c in t.tool_calls if c.id == call_id),
+                    None)
+        turns.append(Turn(role="tool", text=_codex_text(payload.get("output")), tool_name=name,
+                          tool_call_id=call_id, raw=payload))
+    # reasoning (often encrypted), web_search_call, ghost snapshots: nothing to pin
+
+
+# ── per-session state ────────────────────────────────────────────────────────────────────────
+
+def state_dir() -> Path:
+    root = os.environ.get(STATE_ENV, "").strip()
+    return Path(root).expanduser() if root else Path(platformdirs.user_state_dir(APP_NAME))
+
+
+def session_path(session_id: str) -> Path:
+    safe = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", session_id)
+    name = session_id if safe else "sha256-" + hashlib.sha256(session_id.encode()).hexdigest()
+    return state_dir() / "sessions" / f"{name}.json"
+
+
+@dataclass
+class SessionState:
+    """What the hooks keep between calls for one session."""
+
+    session_id: str
+    ledger: Any  # Ledger
+    transcript: str | None = None
+    offset: int = 0
+    turns: int = 0
+    pending: bool = False  # the ledger still has to be re-injected after a compaction
+
+    def to_json(self) -> str:
+        # ensure_ascii: a lone surrogate a ledger value may hold round-trips as \\udxxx
+        return json.dumps({"version": 1, "session_id": self.session_id,
+                           "transcript": self.transcript, "offset": self.offset,
+                           "turns": self.turns, "pending": self.pending,
+                           "ledger": json.loads(self.ledger.to_json())}, indent=1)
+
+
+def load_state(session_id: str) -> SessionState:
+    from .ledger import Ledger
+
+    path = session_path(session_id)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return SessionState(session_id, Ledger.model_validate(data["ledger"]),
+                            data.get("transcript"), int(data.get("offset", 0)),
+                            int(data.get("turns", 0)), bool(data.get("pending")))
+    except FileNotFoundError:
+        return SessionState(session_id, Ledger.new(session_id))
+    except (ValueError, KeyError, TypeError) as exc:
+        # Never overwrite a state file we cannot read: set it aside, start a new ledger.
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        sys.stderr.write(f"literal-firewall: unreadable state {path} moved to {aside} "
+                         f"({type(exc).__name__})\n")
+        return SessionState(session_id, Ledger.new(session_id))
+
+
+def save_state(state: SessionState) -> Path:
+    path = session_path(state.session_id)
+    write_atomic(path, state.to_json())
+    return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a private temp file next to ``path``, fsync, rename: readers see old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(session_id: str) -> Iterator[None]:
+    """Serialize the hooks of one session (they can fire back to back)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: atomic writes only
+        yield
+        return
+    lock = session_path(session_id).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# ── the hook handlers ────────────────────────────────────────────────────────────────────────
+
+def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptChunk:
+    """Extract from the transcript lines not read yet into the session's ledger."""
+    from .guard import ledger_blocks
+
+    path = event.get("transcript_path")
+    if not path:
+        return TranscriptChunk(offset=state.offset)
+    path = str(Path(path).expanduser())
+    offset = state.offset if path == state.transcript else 0
+    chunk = read_transcript(path, offset)
+    scan = fw.extractor.scan(chunk.turns, skip=lambda text: ledger_blocks(text, state.ledger))
+    for lit in scan.literals:
+        lit.turn += state.turns
+    for timeout in scan.timeouts:  # fail closed is impossible here: say so
+        sys.stderr.write(f"literal-firewall: rule {timeout.rule} timed out on transcript turn "
+                         f"{timeout.turn + state.turns}; its literals may be missing\n")
+    state.ledger.update(scan.literals)
+    state.ledger.fit(fw.budget_tokens)
+    state.transcript, state.offset = path, chunk.offset
+    state.turns += len(chunk.turns)
+    return chunk
+
+
+def pre_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> dict | None:
+    with _locked(_session(event)):
+        state = load_state(_session(event))
+        _update(state, event, fw)
+        state.pending = True
+        save_state(state)
+    return None  # PreCompact stdout is not context (and Codex rejects non-hook JSON)
+
+
+def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
+                 audit: Any = None) -> dict | None:
+    with _locked(_session(event)):
+        state = load_state(_session(event))
+        chunk = _update(state, event, fw)
+        state.pending = True
+        save_state(state)
+    summary = event.get("compact_summary")
+    if not isinstance(summary, str):  # Codex: the summary is in the rollout, when local
+        summary = chunk.summaries[-1] if chunk.summaries else None
+    log = audit if audit is not None else _audit_log()
+    record = audit_record(state.ledger, summary or None, fw, agent=agent, log=log,
+                          error=event.get("error") if event.get("status") == "failed" else None)
+    log.write(record)
+    verdict = record.attempts[0].verdict
+    lost = [v if not v.startswith("hmac:") else "(sensitive)"
+            for v in (verdict.missing_values + verdict.mutated_values if verdict else [])]
+    if lost:
+        return {"systemMessage": f"literal-firewall: {len(lost)} pinned literal(s) missing or "
+                                 f"altered in the compaction summary ({', '.join(lost[:5])}); "
+                                 f"the ledger is re-injected after compaction."}
+    return None
+
+
+def session_start(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> dict | None:
+    if event.get("source") != "compact":
+        return None
+    return _reinject(event, "SessionStart")
+
+
+def user_prompt_submit(event: dict[str, Any], fw: Any, agent: str = "codex") -> dict | None:
+    return _reinject(event, "UserPromptSubmit", only_pending=True)
+
+
+def _reinject(event: dict[str, Any], hook_event: str, only_pending: bool = False) -> dict | None:
+    session = _session(event)
+    if not session_path(session).exists():
+        return None
+    with _locked(session):
+        state = load_state(session)
+        if (only_pending and not state.pending) or not len(state.ledger):
+            return None
+        state.pending = False
+        save_state(state)
+    return {"hookSpecificOutput": {"hookEventName": hook_event,
+                                   "additionalContext": state.ledger.render()}}
+
+
+def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str, log: Any = None,
+                 error: str | None = None) -> Any:
+    """The record of a compaction the agent did: ``summary=None`` when it is opaque."""
+    from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
+                        installation_key)
+    from .tokens import count_tokens
+    from .validate import validate
+
+    key = installation_key()
+    required = [e for e in ledger.entries if e.severity == "required" or fw.required_mode == "all"
+                or (fw.required_mode == "user" and e.role == "user")]
+    verdict = None if summary is None else validate(
+        summary, [(e.value, e.rule) for e in required], known=ledger.values())
+    mutated = {f.value: f for f in (verdict.mutated if verdict else ())}
+    outcomes = []
+    for e in ledger.entries:
+        in_summary = summary is not None and e.value in summary
+        status = ("opaque" if summary is None else "mutated_unrepaired" if e.value in mutated
+                  else "in_summary" if in_summary else "reinjected")
+        outcomes.append(LiteralOutcome.of(
+            e.value, key=key, sensitive=e.sensitive, rule=e.rule, role=e.role,
+            turn=max(e.first_seen, 0), status=status, in_summary=in_summary, in_ledger=True,
+            detail=f"summary wrote {mutated[e.value].resembles!r}" if e.value in mutated
+            else None))
+    sensitive = {e.value for e in ledger.entries if e.sensitive}
+    attempts = [Attempt(number=1, summarizer=agent, duration_ms=0, error=error,
+                        verdict=VerdictSummary.of(len(verdict.present),
+                                                  [f.value for f in verdict.missing],
+                                                  [f.value for f in verdict.mutated],
+                                                  key=key, sensitive=sensitive)
+                        if verdict else None)]
+    block = ledger.render()
+    summary_tokens = count_tokens(summary) if summary else 0
+    number = log.next_compaction_number(ledger.conversation_id) if log is not None else 1
+    return AuditRecord(
+        conversation_id=ledger.conversation_id, compaction=number,
+        packs=[PackRef(name=p.name, version=p.version) for p in fw.packs], policy="reinject",
+        vendor_path=VENDOR_PATH.get(agent, agent), span=None, turns_compacted=0,
+        tokens_before=0, tokens_after=summary_tokens + count_tokens(block),
+        ledger_tokens=count_tokens(block), literals=outcomes, attempts=attempts,
+        outcome="uncompacted" if error else "compacted", error=error)
+
+
+def _audit_log() -> Any:
+    from .audit import DB_ENV, open_audit_log
+
+    return open_audit_log(os.environ.get(DB_ENV) or None)
+
+
+def _session(event: dict[str, Any]) -> str:
+    session = event.get("session_id")
+    if not isinstance(session, str) or not session:
+        raise FirewallError("hook input has no session_id")
+    return session
+
+
+HANDLERS = {"pre-compact": pre_compact, "post-compact": post_compact,
+            "session-start": session_start, "user-prompt-submit": user_prompt_submit}
+
+
+def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None = None,
+             stdin: IO[str] | None = None, stdout: IO[str] | None = None,
+             stderr: IO[str] | None = None) -> int:
+    """Run one hook on the event JSON from ``stdin``. Always returns 0 (fail open)."""
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+    try:
+        if name not in HANDLERS:
+            raise FirewallError(f"unknown hook {name!r}; one of {', '.join(EVENTS)}")
+        event = json.loads(stdin.read() or "null")
+        if not isinstance(event, dict):
+            raise FirewallError("hook input is not a JSON object")
+        fw = None
+        if name in ("pre-compact", "post-compact"):
+            from .guard import Firewall
+
+            fw = Firewall(rules or None)
+        output = HANDLERS[name](event, fw, agent)
+        if output:
+            stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
+    except Exception as exc:  # noqa: BLE001 - a hook must never break the agent
+        message = " ".join(str(exc).split())[:300]
+        stderr.write(f"literal-firewall: {name} hook skipped: {type(exc).__name__}: {message}\n")
+    return 0
+
+
+# ── configuration ────────────────────────────────────────────────────────────────────────────
+
+def hooks_config(agent: str, command: str = "firewall", rules: list[str] | None = None
+                 ) -> dict[str, Any]:
+    """The ``{"hooks": {...}}`` block for Claude Code settings.json or Codex hooks.json."""
+    if agent not in _WIRING:
+        raise FirewallError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
+    extra = (" --agent codex" if agent == "codex" else "") + "".join(
+        f" --rules {r}" for r in rules or ())
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    for event, matcher, name in _WIRING[agent]:
+        hooks.setdefault(event, []).append({"matcher": matcher, "hooks": [
+            {"type": "command", "command": f"{command} hooks run {name}{extra}"}]})
+    return {"hooks": hooks}
+
+
+def merge_hooks(settings: dict[str, Any], config: dict[str, Any]) -> bool:
+    """Add ``config``'s hooks to ``settings`` in place, keeping every existing hook; a hook whose
+    command already runs the same firewall event is not added twice. True if anything changed."""
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise FirewallError('"hooks" in the settings file is not an object')
+    changed = False
+    for event, groups in config["hooks"].items():
+        current = hooks.setdefault(event, [])
+        if not isinstance(current, list):
+            raise FirewallError(f'"hooks.{event}" in the settings file is not a list')
+        for group in groups:
+            name = group["hooks"][0]["command"].split(" hooks run ", 1)[1].split()[0]
+            mine = re.compile(rf"\bhooks run {re.escape(name)}\b")
+            present = any(isinstance(h, dict) and mine.search(str(h.get("command", "")))
+                          for g in current if isinstance(g, dict)
+                          for h in g.get("hooks") or ())
+            if not present:
+                current.append(group)
+                changed = True
+    return changed
+
+
+def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
+            rules: list[str] | None = None) -> bool:
+    """Merge the hooks into the JSON settings file at ``path`` (created if missing)."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    try:
+        settings = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
+    if not isinstance(settings, dict):
+        raise FirewallError(f"{path} does not hold a JSON object; not touching it")
+    changed = merge_hooks(settings, hooks_config(agent, command, rules))
+    if changed:
+        write_atomic(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+    return changed
+
+
+# ── CLI ──────────────────────────────────────────────────────────────────────────────────────
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    config = hooks_config(args.agent, args.command, args.rules)
+    if args.install:
+        changed = install(args.install, args.agent, args.command, args.rules)
+        sys.stderr.write(f"firewall: {'installed hooks in' if changed else 'hooks already in'} "
+                         f"{args.install}\n")
+    if args.print or not args.install:
+        sys.stdout.write(json.dumps(config, indent=2) + "\n")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    return run_hook(args.event, agent=args.agent, rules=args.rules)
+
+
+def add_hooks_commands(subparsers: Any) -> None:
+    """Register ``firewall hooks ...`` on the CLI's subparsers."""
+    hooks = subparsers.add_parser("hooks", help="Claude Code / Codex CLI compaction hooks")
+    sub = hooks.add_subparsers(dest="hooks_command", required=True)
+    for agent, where in (("claude-code", "a settings.json (.claude/settings.json, "
+                                         "~/.claude/settings.json)"),
+                         ("codex", "a hooks.json (hooks.json in the Codex home directory)")):
+        p = sub.add_parser(agent, help=f"print or install the {agent} hooks")
+        p.add_argument("--print", action="store_true", help="print the hooks JSON (default)")
+        p.add_argument("--install", metavar="PATH", help=f"merge the hooks into {where}")
+        p.add_argument("--command", default="firewall",
+                       help="how the agent runs this CLI (default: firewall)")
+        p.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
+                       help="rule packs the hooks use (repeatable; default: all built-in)")
+        p.set_defaults(func=_cmd_config, agent=agent)
+    run = sub.add_parser("run", help="run one hook: the agent's event JSON on stdin")
+    # no argparse choices: a usage error would exit 2, which blocks compaction in Claude Code
+    run.add_argument("event", metavar="{" + ",".join(EVENTS) + "}")
+    run.add_argument("--agent", choices=AGENTS, default="claude-code")
+    run.add_argument("--rules", action="append", metavar="PACK_OR_PATH")
+    run.set_defaults(func=_cmd_run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m firewall.hooks ...``: the ``firewall hooks`` commands without the full CLI."""
+    parser = argparse.ArgumentParser(prog="firewall")
+    add_hooks_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["hooks", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except FirewallError as exc:
+        sys.stderr.write(f"firewall: {exc}\n")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

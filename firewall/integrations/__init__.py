@@ -1,0 +1,1 @@
+"""Wrappers that put the literal firewall around vendors' own compaction."""

@@ -1,0 +1,559 @@
+"""Anthropic server-side compaction (edit ``compact_20260112``) behind the literal firewall.
+
+    import anthropic, firewall
+    from firewall.integrations.anthropic_server import GuardedAnthropic
+
+    guard = GuardedAnthropic(anthropic.Anthropic(), firewall.Firewall())
+    turn = guard.create(model="claude-sonnet-4-5", max_tokens=4096, messages=messages,
+                        context_management={"edits": [{"type": "compact_20260112"}]})
+    turn.response              # the model's reply (a BetaMessage)
+    messages = turn.messages   # the history to send next: append the next user turn to it
+    turn.record                # the AuditRecord of a compaction, also written to fw.audit
+
+One guard serves one conversation (it owns its ledger). Per ``create``:
+
+1. **Extract** every literal of the request's messages (text, ``tool_use.input``,
+   ``tool_result.content``) into ``guard.ledger``, before the server can summarize them.
+2. **Instruct.** The compaction edit's ``instructions`` replace the server's prompt, so they are
+   the vendor's default prompt followed by the required literals. The ``compact-2026-01-12`` beta
+   is added, and ``pause_after_compaction`` is turned on unless the caller set it: a paused
+   compaction can be checked and re-asked before the model answers from it.
+3. **Validate** the ``compaction`` block's visible ``content`` against the ledger. Paused and
+   failing (missing or mutated literals, or ``content: null``), the same request is sent again
+   with feedback in the instructions, up to ``firewall.max_retries`` times (each try is billed).
+4. **Re-inject.** The signed block is never edited or moved: the next messages are the assistant
+   message starting with it, then the rendered ledger as a separate user message, then (after a
+   pause) the last ``keep_last`` messages. A paused compaction is then resumed with those
+   messages (``resume=True``), so the model answers with every pinned literal in view. A
+   ``content: null`` block (a failed compaction, a no-op for the server) is sent back where it
+   was, with nothing pruned, and the ledger still follows it.
+5. **Audit** each compaction as an ``AuditRecord`` (``vendor_path="anthropic-server"``), written
+   to ``firewall.audit`` when it is set.
+
+``stream=True`` is supported: each request goes through ``client.beta.messages.stream`` and is
+validated once ``get_final_message()`` has collected it (``on_event`` sees every event as it
+arrives). The reply text is therefore only final after the whole stream.
+
+Errors from the SDK (rate limits, overload, bad requests) are raised as ``IntegrationError``
+with the status and the API's message; the caller's messages are never modified.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
+                     installation_key)
+from ..errors import AuditError, CompactionRefused, FirewallError
+from ..formats import parse_messages
+from ..guard import REQUIRED_INSTRUCTIONS, ledger_blocks
+from ..ledger import Eviction, Ledger, LedgerEntry
+from ..tokens import count_tokens
+from ..turns import Turn
+from ..validate import Verdict, validate
+
+BETA = "compact-2026-01-12"
+EDIT_TYPE = "compact_20260112"
+VENDOR_PATH = "anthropic-server"
+_INSTALL = "pip install 'literal-firewall[anthropic]'"
+
+# The server's default compaction prompt, verbatim from the compaction docs: ``instructions``
+# replaces it, so it is sent ahead of the literal list rather than lost.
+DEFAULT_PROMPT = (
+    "You have written a partial transcript for the initial task above. Please write a summary of "
+    "the transcript. The purpose of this summary is to provide continuity so you can continue to "
+    "make progress towards solving the task in a future context, where the raw history above may "
+    "not be accessible and will be replaced with this summary. Write down anything that would be "
+    "helpful, including the state, next steps, learnings etc. You must wrap your summary in a "
+    "<summary></summary> block.")
+# Added by the docs when tools are present: a tool call mid-summary fails as ``content: null``.
+NO_TOOLS = "Do not call any tools while writing this summary; respond with text only."
+
+
+class IntegrationError(FirewallError):
+    """A vendor call made by an integration failed (HTTP status, rate limit, connection).
+
+    ``status_code`` is the HTTP status when there was one. The conversation passed in is
+    unchanged; the literals already extracted stay in the guard's ledger.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+# ── helpers shared with the OpenAI integration (candidates for guard.py) ───────────────────
+
+
+@dataclass
+class Pinned:
+    """What one extraction pass added: literals seen, rule timeouts, ledger evictions."""
+
+    literals: list[Any]
+    timeouts: list[Any]
+    evicted: list[Eviction]
+
+
+def digest(raw: Any) -> str:
+    return json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def pin(fw: Any, ledger: Ledger, turns: list[Turn], *, seen: set[str], offset: int = 0,
+        compaction: int | None = None) -> Pinned:
+    """Scan the turns not scanned before into ``ledger`` and fit it to ``fw.budget_tokens``.
+
+    A whole history is re-sent with every request: ``seen`` (digests of raw messages) keeps each
+    message from being counted twice. Genuine ledger blocks are skipped (never re-pinned from
+    themselves); turn numbers are ``offset`` + position, so provenance survives pruning.
+    """
+    literals, timeouts = [], []
+    for i, turn in enumerate(turns):
+        key = digest(turn.raw)
+        if key in seen:
+            continue
+        seen.add(key)
+        found = fw.extractor.scan_turn(turn, offset + i,
+                                       skip=lambda text: ledger_blocks(text, ledger))
+        literals += found.literals
+        timeouts += found.timeouts
+    ledger.update(literals)
+    evicted = ledger.fit(fw.budget_tokens, compaction=compaction)
+    return Pinned(literals, timeouts, evicted)
+
+
+def required_entries(fw: Any, ledger: Ledger) -> list[LedgerEntry]:
+    """The entries a summary must carry, by the firewall's ``required`` mode."""
+    mode = fw.required_mode
+    return [e for e in ledger.entries if mode == "all" or e.severity == "required"
+            or (mode == "user" and e.role == "user")]
+
+
+def next_compaction(fw: Any, conversation_id: str, fallback: int) -> int:
+    if fw.audit is not None:
+        try:
+            return fw.audit.next_compaction_number(conversation_id)
+        except AuditError:
+            pass  # the write reports it
+    return fallback
+
+
+def literal_outcomes(fw: Any, ledger: Ledger, evicted: Iterable[Eviction], *,
+                     summary: str | None, verdict: Verdict | None, visible: str,
+                     opaque: bool = False, key: bytes) -> list[LiteralOutcome]:
+    """Where each ledger literal is after a vendor compaction; the ledger is always re-injected.
+
+    ``visible`` is the text the model still sees verbatim besides summary and ledger (the kept
+    tail, returned user messages). ``opaque``: the summary could not be read, so every pinned
+    literal is ``opaque``, whatever else is known about it.
+    """
+    mutated = {f.value: f for f in (verdict.mutated if verdict else ())}
+    outcomes = []
+    for entry in ledger.entries:
+        in_summary = summary is not None and entry.value in summary
+        finding = mutated.get(entry.value)
+        if opaque:
+            status = "opaque"
+        elif finding is not None:
+            status = "mutated_unrepaired"  # a signed summary cannot be repaired
+        elif summary is not None and entry.value in visible:
+            status = "kept_verbatim"
+        else:
+            status = "in_summary" if in_summary else "reinjected"
+        detail = None
+        if finding is not None:
+            detail = (f"summary wrote {finding.resembles!r} ({finding.reason}); the signed block "
+                      f"cannot be edited, the exact value is in the re-injected ledger")
+        outcomes.append(LiteralOutcome.of(
+            entry.value, key=key, sensitive=entry.sensitive, rule=entry.rule, role=entry.role,
+            turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
+            in_ledger=True, in_tail=entry.value in visible, detail=detail))
+    for eviction in evicted:
+        outcomes.append(LiteralOutcome.of(
+            eviction.value, key=key, rule=eviction.rule, role=eviction.role, turn=0,
+            status="evicted", in_summary=summary is not None and eviction.value in summary,
+            in_tail=eviction.value in visible, detail=eviction.reason))
+    return outcomes
+
+
+def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
+                 span: tuple[int, int] | None, turns_compacted: int, tokens_before: int,
+                 visible: str, summary: str | None, verdict: Verdict | None,
+                 evicted: Iterable[Eviction], attempts: list[dict[str, Any]],
+                 compacted: bool, error: str | None, opaque: bool = False) -> AuditRecord:
+    # the log's own key when it has one (hashes must match what the log looks up)
+    key = (getattr(fw.audit, "key", None) or installation_key()) if fw.audit is not None \
+        else b"unused"
+    block = ledger.render()
+    sensitive = {e.value for e in ledger.entries if e.sensitive}
+    records = [Attempt(
+        number=n, summarizer=vendor_path, model=a.get("model"), usage=a.get("usage") or {},
+        duration_ms=a.get("duration_ms", 0.0), error=a.get("error"),
+        verdict=VerdictSummary.of(len(v.present), [f.value for f in v.missing],
+                                  [f.value for f in v.mutated], key=key, sensitive=sensitive)
+        if (v := a.get("verdict")) is not None else None) for n, a in enumerate(attempts, 1)]
+    after = count_tokens(block) + count_tokens(visible) + (count_tokens(summary) if summary else 0)
+    return AuditRecord(
+        conversation_id=ledger.conversation_id, compaction=compaction,
+        packs=[PackRef(name=p.name, version=p.version) for p in fw.packs], policy=fw.policy,
+        vendor_path=vendor_path, span=span, turns_compacted=turns_compacted if compacted else 0,
+        tokens_before=tokens_before, tokens_after=after if compacted else tokens_before,
+        ledger_tokens=count_tokens(block),
+        literals=literal_outcomes(fw, ledger, evicted, summary=summary, verdict=verdict,
+                                  visible=visible, opaque=opaque, key=key),
+        attempts=records, outcome="compacted" if compacted else "uncompacted", error=error)
+
+
+def write_record(fw: Any, record: AuditRecord) -> str | None:
+    """Write to ``fw.audit``; a failed write does not undo the compaction, it is reported."""
+    if fw.audit is None:
+        return None
+    try:
+        fw.audit.write(record)
+    except AuditError as exc:
+        return str(exc)
+    return None
+
+
+def to_param(obj: Any) -> Any:
+    """An SDK response object as the plain dict the API sent (unset fields stay absent)."""
+    # warnings off: the SDK parses a returned *user* message (responses.compact) into an output
+    # message class and would warn about its input_text parts while dumping them unchanged
+    return obj.to_dict(warnings=False) if hasattr(obj, "to_dict") else obj
+
+
+# ── the Anthropic wrapper ──────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class GuardedTurn:
+    """The outcome of one ``create``: the reply, the next history, the ledger and its audit."""
+
+    response: Any
+    messages: list[Any]
+    ledger: Ledger
+    records: list[AuditRecord] = field(default_factory=list)
+    verdict: Verdict | None = None
+    compacted: bool = False
+    responses: list[Any] = field(default_factory=list)  # every reply, re-asks included (billed)
+    timeouts: list[Any] = field(default_factory=list)  # rule timeouts: literals may be missed
+    audit_error: str | None = None
+
+    @property
+    def record(self) -> AuditRecord | None:
+        return self.records[-1] if self.records else None
+
+
+def _import_sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise IntegrationError(f"GuardedAnthropic needs the anthropic SDK: {_INSTALL}") from exc
+    return anthropic
+
+
+def _error(sdk: Any, exc: Exception) -> IntegrationError:
+    if isinstance(exc, sdk.APIStatusError):
+        kind = f" {exc.type}" if getattr(exc, "type", None) else ""
+        detail = getattr(exc, "api_message", None) or exc.message
+        hint = " (rate limited: retry later or raise the client's max_retries)" \
+            if exc.status_code == 429 else ""
+        return IntegrationError(
+            f"Anthropic API error {exc.status_code}{kind}: {detail}{hint}; "
+            f"the conversation was not changed", status_code=exc.status_code)
+    if isinstance(exc, sdk.APIConnectionError):
+        return IntegrationError(f"could not reach the Anthropic API: {exc.message}; "
+                                f"the conversation was not changed")
+    return IntegrationError(f"Anthropic SDK error: {type(exc).__name__}: {exc}")
+
+
+def _blocks(message: Any) -> list[Any]:
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def _type(block: Any) -> Any:
+    return block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
+
+
+def _has_compaction(message: Any) -> bool:
+    return any(_type(b) == "compaction" for b in _blocks(message))
+
+
+def _plain(messages: list[Any]) -> list[Any]:
+    """Messages with SDK block objects (``response.to_param()``) turned into plain dicts."""
+    return [{**m, "content": [to_param(b) for b in m["content"]]}
+            if isinstance(m, dict) and isinstance(m.get("content"), list) else m
+            for m in messages]
+
+
+def _tail(history: list[Any], keep_last: int) -> list[Any]:
+    """The last ``keep_last`` messages, widened so no ``tool_result`` loses its ``tool_use``,
+    and never reaching back to an older compaction block (only one may be sent)."""
+    if keep_last <= 0 or not history:
+        return []
+    start = max(0, len(history) - keep_last)
+    while start > 0 and any(_type(b) == "tool_result" for b in _blocks(history[start])):
+        start -= 1
+    older = [i for i, m in enumerate(history) if _has_compaction(m)]
+    return list(history[max(start, older[-1] + 1 if older else 0):])
+
+
+class _Guard:
+    """State and the sans-IO core shared by the sync and async wrappers."""
+
+    def __init__(self, client: Any, firewall: Any, *, ledger: Ledger | None = None,
+                 conversation_id: str | None = None, keep_last: int = 1, resume: bool = True,
+                 pause: bool = True, on_event: Callable[[Any], Any] | None = None) -> None:
+        self.client, self.firewall = client, firewall
+        self.ledger = ledger if ledger is not None else Ledger.new(
+            conversation_id or f"anthropic-{uuid.uuid4().hex[:12]}")
+        self.keep_last, self.resume, self.pause, self.on_event = keep_last, resume, pause, on_event
+        self._seen: set[str] = set()
+        self._offset = 0  # messages pruned from the front so far: keeps turn numbers absolute
+        self._evicted: list[Eviction] = []  # not yet reported in a record
+        self._compactions = 0
+
+    # -- request building
+
+    def _edits(self, kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+        config = kwargs.get("context_management") or {}
+        edits = [dict(e) for e in (config.get("edits") or ())]
+        at = next((i for i, e in enumerate(edits) if e.get("type") == EDIT_TYPE), None)
+        if at is None:
+            edits.append({"type": EDIT_TYPE})
+            at = len(edits) - 1
+        if self.pause:
+            edits[at].setdefault("pause_after_compaction", True)
+        return edits, at
+
+    def _request(self, kwargs: dict[str, Any], messages: list[Any], base: str,
+                 required: list[LedgerEntry], feedback: str | None) -> dict[str, Any]:
+        edits, at = self._edits(kwargs)
+        instructions = base
+        if required:
+            instructions += "\n\n" + REQUIRED_INSTRUCTIONS + "\n" + "\n".join(
+                f"- {e.value}" for e in required)
+        if feedback:
+            instructions += "\n\n" + feedback
+        edits[at]["instructions"] = instructions
+        betas = list(kwargs.get("betas") or ())
+        if BETA not in betas:
+            betas.append(BETA)
+        request = {k: v for k, v in kwargs.items() if k != "stream"}
+        request.update(messages=messages, betas=betas,
+                       context_management={**(kwargs.get("context_management") or {}),
+                                           "edits": edits})
+        return request
+
+    def _base_prompt(self, kwargs: dict[str, Any]) -> str:
+        edits, at = self._edits(kwargs)
+        given = edits[at].get("instructions")
+        if given:  # the caller's own prompt replaces the default, as it would without us
+            return given
+        return DEFAULT_PROMPT + (" " + NO_TOOLS if kwargs.get("tools") else "")
+
+    # -- the loop (sans-IO): yields request kwargs, receives replies, returns a GuardedTurn
+
+    def _core(self, kwargs: dict[str, Any]) -> Generator[dict[str, Any], Any, GuardedTurn]:
+        fw = self.firewall
+        if kwargs.get("compaction") is not None:
+            raise IntegrationError("GuardedAnthropic guards threshold compaction "
+                                   "(context_management edit compact_20260112); the on-demand "
+                                   "'compaction' parameter is not supported")
+        messages = kwargs.get("messages")
+        if not isinstance(messages, list):
+            raise IntegrationError("create() needs messages=[...] (a list)")
+        conversation = parse_messages(_plain(messages), format="anthropic",
+                                      id=self.ledger.conversation_id)
+        number = next_compaction(fw, self.ledger.conversation_id, self._compactions + 1)
+        pinned = pin(fw, self.ledger, conversation.turns, seen=self._seen, offset=self._offset,
+                     compaction=number)
+        self._evicted += pinned.evicted
+        required = required_entries(fw, self.ledger)
+        pairs = [(e.value, e.rule) for e in required]
+        base = self._base_prompt(kwargs)
+        tokens_before = sum(count_tokens(t.text) for t in conversation.turns)
+
+        history = list(messages)  # the caller's list is never modified
+        request = self._request(kwargs, history, base, required, None)
+        result = GuardedTurn(response=None, messages=history, ledger=self.ledger,
+                             timeouts=pinned.timeouts)
+        attempts: list[dict[str, Any]] = []
+        resumed = False
+
+        def record(summary: str | None, verdict: Verdict | None, tail: list[Any],
+                   error: str | None) -> None:
+            rec = build_record(
+                fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
+                span=(self._offset, self._offset + len(history) - 1) if history else None,
+                turns_compacted=len(history), tokens_before=tokens_before,
+                visible="\n".join(t.text for t in parse_messages(_plain(tail),
+                                                                  format="anthropic").turns),
+                summary=summary, verdict=verdict, evicted=self._evicted, attempts=attempts,
+                compacted=summary is not None, error=error)
+            self._evicted, self._compactions = [], number
+            result.records.append(rec)
+            result.audit_error = write_record(fw, rec) or result.audit_error
+
+        while True:
+            started = time.perf_counter()
+            response = yield request
+            result.responses.append(response)
+            result.response = response
+            content = list(getattr(response, "content", None) or ())
+            params = [to_param(b) for b in content]
+            found = [i for i, b in enumerate(content) if _type(b) == "compaction"]
+            if not found:
+                if attempts:  # a re-ask the server answered without compacting: nothing lost
+                    record(None, None, [], "a re-ask returned no compaction block: the "
+                           "server answered from the uncompacted conversation")
+                result.messages = history + [{"role": "assistant", "content": params}]
+                return result
+            at = found[-1]
+            summary = getattr(content[at], "content", None)
+            summary = summary if isinstance(summary, str) and summary else None
+            verdict = validate(summary, pairs, known=self.ledger.values()) \
+                if summary is not None else None
+            paused = getattr(response, "stop_reason", None) == "compaction"
+            error = None if summary is not None else \
+                "compaction failed: the block's content is null"
+            attempts.append({
+                "model": getattr(response, "model", None), "usage": _usage(response),
+                "duration_ms": (time.perf_counter() - started) * 1000, "verdict": verdict,
+                "error": error})
+            ok = verdict is not None and verdict.ok
+            if paused and not ok and len(attempts) <= fw.max_retries:
+                # the request is unchanged, so it is over the trigger again: it re-compacts
+                request = self._request(kwargs, history, base, required,
+                                        _feedback(summary, verdict))
+                continue
+            if not ok and fw.policy == "raise":
+                raise CompactionRefused(
+                    f"server compaction lost required literals after {len(attempts)} "
+                    f"attempt(s): " + _describe(summary, verdict), attempts=attempts)
+
+            ledger_message = {"role": "user",
+                              "content": [{"type": "text", "text": self.ledger.render()}]}
+            if summary is not None:  # the block first and unchanged: the server starts there
+                tail = _tail(history, self.keep_last) if paused else []
+                next_messages = [{"role": "assistant", "content": params[at:]},
+                                 ledger_message, *tail]
+            else:  # a failed compaction is a no-op: keep everything, still pin the ledger
+                tail = []
+                next_messages = history + [{"role": "assistant", "content": params},
+                                           ledger_message]
+            record(summary, verdict, tail, error)
+            result.verdict = verdict
+            result.compacted = result.compacted or summary is not None
+            result.messages = next_messages
+            if summary is not None:  # the block's message is scanned (its text) next time
+                self._offset += len(history)
+            if not (paused and summary is not None and self.resume) or resumed:
+                return result
+            # resume: the model answers from block + ledger + tail (the docs' pause pattern)
+            resumed, attempts = True, []
+            history = next_messages
+            request = self._request(kwargs, history, base, required, None)  # no feedback
+
+
+def _usage(response: Any) -> dict[str, Any]:
+    usage = getattr(response, "usage", None)
+    if usage is None or not hasattr(usage, "model_dump"):
+        return {}
+    dumped = usage.model_dump(mode="json", exclude_none=True)
+    # top-level counts exclude compaction; billable = the sum over ``iterations``
+    for item in dumped.pop("iterations", None) or ():
+        if isinstance(item, dict) and item.get("type") == "compaction":
+            for k in ("input_tokens", "output_tokens"):
+                dumped[f"compaction_{k}"] = dumped.get(f"compaction_{k}", 0) + int(item.get(k) or 0)
+    return dumped
+
+
+def _describe(summary: str | None, verdict: Verdict | None) -> str:
+    if summary is None:
+        return "the compaction block's content is null"
+    return "; ".join(f"{f.status} {f.value!r}" for f in verdict.missing + verdict.mutated) \
+        if verdict else "unchecked"
+
+
+def _feedback(summary: str | None, verdict: Verdict | None) -> str:
+    lines = ["Your previous summary of this conversation cannot be used:"]
+    if summary is None:
+        lines.append(f"- it produced no summary (a tool call or malformed output). {NO_TOOLS}")
+    elif verdict is not None:
+        for f in verdict.missing:
+            lines.append(f"- missing: {f.value!r}")
+        for f in verdict.mutated:
+            lines.append(f"- you wrote {f.resembles!r} where the exact literal is {f.value!r} "
+                         f"({f.reason})")
+    lines.append("Write the summary again so that every listed literal appears byte-for-byte.")
+    return "\n".join(lines)
+
+
+class GuardedAnthropic(_Guard):
+    """``client.beta.messages.create`` with threshold compaction guarded (``anthropic.Anthropic``).
+
+    ``keep_last``: messages re-sent verbatim after the ledger when a paused compaction resumes.
+    ``resume``: after a paused compaction, send the continuation request (default) or return
+    the paused reply with ``messages`` ready to send. ``pause``: turn on
+    ``pause_after_compaction`` unless the caller set it (re-asks need it).
+    """
+
+    def create(self, **kwargs: Any) -> GuardedTurn:
+        sdk = _import_sdk()
+        stream = bool(kwargs.get("stream"))
+        core = self._core(kwargs)
+        try:
+            request = next(core)
+            while True:
+                request = core.send(self._call(sdk, request, stream))
+        except StopIteration as done:
+            return done.value
+
+    def _call(self, sdk: Any, request: dict[str, Any], stream: bool) -> Any:
+        try:
+            if not stream:
+                return self.client.beta.messages.create(**request)
+            with self.client.beta.messages.stream(**request) as events:
+                if self.on_event is not None:
+                    for event in events:
+                        self.on_event(event)
+                return events.get_final_message()
+        except sdk.AnthropicError as exc:
+            raise _error(sdk, exc) from exc
+
+
+class AsyncGuardedAnthropic(_Guard):
+    """The async twin of ``GuardedAnthropic`` (``anthropic.AsyncAnthropic``); same core."""
+
+    async def create(self, **kwargs: Any) -> GuardedTurn:
+        sdk = _import_sdk()
+        stream = bool(kwargs.get("stream"))
+        core = self._core(kwargs)
+        try:
+            request = next(core)
+            while True:
+                request = core.send(await self._call(sdk, request, stream))
+        except StopIteration as done:
+            return done.value
+
+    async def _call(self, sdk: Any, request: dict[str, Any], stream: bool) -> Any:
+        try:
+            if not stream:
+                return await self.client.beta.messages.create(**request)
+            async with self.client.beta.messages.stream(**request) as events:
+                if self.on_event is not None:
+                    async for event in events:
+                        self.on_event(event)
+                return await events.get_final_message()
+        except sdk.AnthropicError as exc:
+            raise _error(sdk, exc) from exc
+
+
+__all__ = ["AsyncGuardedAnthropic", "BETA", "DEFAULT_PROMPT", "EDIT_TYPE", "GuardedAnthropic",
+           "GuardedTurn", "IntegrationError", "NO_TOOLS"]

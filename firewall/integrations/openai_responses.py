@@ -1,0 +1,221 @@
+"""OpenAI Responses compaction (``context_management`` and ``responses.compact``) behind the
+literal firewall.
+
+    import openai, firewall
+    from firewall.integrations.openai_responses import GuardedResponses
+
+    guard = GuardedResponses(openai.OpenAI(), firewall.Firewall())
+    turn = guard.compact(model="gpt-5.4", input=items)       # POST /responses/compact
+    turn = guard.create(model="gpt-5.4", input=turn.input + [next_user_item],
+                        context_management=[{"type": "compaction", "compact_threshold": 200_000}])
+    turn.input     # the input items to send next (append the next user turn)
+    turn.record    # the AuditRecord of a compaction (vendor_path "openai-opaque")
+
+A compaction item carries only ``encrypted_content``: nothing in it can be read, so nothing is
+validated. What the guard does instead:
+
+1. **Extract** every literal of the input items (message text, ``function_call.arguments``
+   parsed from JSON, ``function_call_output.output``) into ``guard.ledger`` before the call.
+2. **Re-inject, always.** The next input is the compaction item, unchanged, then the rendered
+   ledger as a separate message item, then whatever followed the item. ``create`` drops the
+   items before the latest compaction item (the docs allow it; the item replaces them);
+   ``compact`` keeps the user messages it returns. A request whose latest compaction item is not
+   followed by a genuine ledger block gets one inserted right after it.
+3. **Audit** each compaction: every pinned literal is ``opaque`` (``in_tail`` says whether it is
+   still visible verbatim, e.g. in a returned user message), never reported as checked.
+
+There is no retry lever (OpenAI takes no summarization prompt). ``compact_threshold`` compacts
+inside a request that then answers before the ledger can be injected: prefer ``compact``.
+``stream=True`` is not supported. SDK errors are raised as ``IntegrationError``; the caller's
+items are never modified.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..formats.openai_responses import message_item, to_turns
+from ..guard import ledger_blocks
+from ..ledger import Eviction, Ledger
+from ..tokens import count_tokens
+from ..turns import Turn
+from .anthropic_server import (IntegrationError, build_record, next_compaction, pin, to_param,
+                               write_record)
+
+VENDOR_PATH = "openai-opaque"
+_INSTALL = "pip install 'literal-firewall[openai]'"
+
+
+@dataclass
+class GuardedResponse:
+    """The outcome of one call: the SDK response, the next input items, the ledger, the audit."""
+
+    response: Any
+    input: list[Any]
+    ledger: Ledger
+    record: Any = None
+    compacted: bool = False
+    timeouts: list[Any] = field(default_factory=list)
+    audit_error: str | None = None
+
+
+def _import_sdk() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise IntegrationError(f"GuardedResponses needs the openai SDK: {_INSTALL}") from exc
+    return openai
+
+
+def _error(sdk: Any, exc: Exception) -> IntegrationError:
+    if isinstance(exc, sdk.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        detail = body.get("message") or exc.message
+        kind = f" {exc.type}" if getattr(exc, "type", None) else ""
+        hint = " (rate limited: retry later or raise the client's max_retries)" \
+            if exc.status_code == 429 else ""
+        return IntegrationError(f"OpenAI API error {exc.status_code}{kind}: {detail}{hint}; "
+                                f"the conversation was not changed", status_code=exc.status_code)
+    if isinstance(exc, sdk.APIConnectionError):
+        return IntegrationError(f"could not reach the OpenAI API: {exc.message}; "
+                                f"the conversation was not changed")
+    return IntegrationError(f"OpenAI SDK error: {type(exc).__name__}: {exc}")
+
+
+def _type(item: Any) -> Any:
+    return item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
+
+
+def _latest_compaction(items: list[Any]) -> int | None:
+    found = [i for i, item in enumerate(items) if _type(item) == "compaction"]
+    return found[-1] if found else None
+
+
+class _Guard:
+    """State and the sans-IO core shared by the sync and async wrappers."""
+
+    def __init__(self, client: Any, firewall: Any, *, ledger: Ledger | None = None,
+                 conversation_id: str | None = None, ledger_role: str = "user") -> None:
+        self.client, self.firewall, self.ledger_role = client, firewall, ledger_role
+        self.ledger = ledger if ledger is not None else Ledger.new(
+            conversation_id or f"openai-{uuid.uuid4().hex[:12]}")
+        self._seen: set[str] = set()
+        self._offset = 0
+        self._evicted: list[Eviction] = []
+        self._compactions = 0
+
+    def _ledger_item(self) -> dict[str, Any]:
+        return message_item(self.ledger.render(), self.ledger_role)
+
+    def _has_ledger(self, turns: list[Turn]) -> bool:
+        return any(ledger_blocks(t.text, self.ledger) for t in turns if t.text)
+
+    def _core(self, method: str, kwargs: dict[str, Any]
+              ) -> Generator[tuple[str, dict[str, Any]], Any, GuardedResponse]:
+        fw = self.firewall
+        if kwargs.get("stream"):
+            raise IntegrationError("GuardedResponses does not support stream=True: call "
+                                   "without it (the compaction item is opaque either way)")
+        given = kwargs.get("input")
+        items = [message_item(given)] if isinstance(given, str) else \
+            [to_param(i) for i in (given or ())]
+        turns = to_turns(items)  # ConversationError (a FirewallError) on malformed items
+        number = next_compaction(fw, self.ledger.conversation_id, self._compactions + 1)
+        pinned = pin(fw, self.ledger, turns, seen=self._seen, offset=self._offset,
+                     compaction=number)
+        self._evicted += pinned.evicted
+        tokens_before = sum(count_tokens(t.text) for t in turns)
+
+        request = dict(kwargs)
+        at = _latest_compaction(items)
+        if at is not None and not self._has_ledger(turns[at + 1:]):
+            # an earlier compaction without our ledger after it (a history we did not build)
+            request["input"] = items[:at + 1] + [self._ledger_item()] + items[at + 1:]
+        started = time.perf_counter()
+        response = yield method, request
+        duration = (time.perf_counter() - started) * 1000
+        output = [to_param(o) for o in (getattr(response, "output", None) or ())]
+        result = GuardedResponse(response=response, input=[], ledger=self.ledger,
+                                 timeouts=pinned.timeouts)
+        at = _latest_compaction(output)
+        sent = request.get("input")
+        sent = [message_item(sent)] if isinstance(sent, str) else list(sent or ())
+        if at is None:  # no compaction: the history simply grows
+            result.input = sent + output
+            return result
+        # compact() returns the user messages to keep before the item; create() may drop
+        # everything before it (the item replaces it)
+        head = output[:at + 1] if method == "compact" else output[at:at + 1]
+        result.input = head + [self._ledger_item()] + output[at + 1:]
+        visible = "\n".join(t.text for t in to_turns(output) if t.text)
+        usage = getattr(response, "usage", None)
+        record = build_record(
+            fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
+            span=(self._offset, self._offset + len(items) - 1) if items else None,
+            turns_compacted=len(items), tokens_before=tokens_before, visible=visible,
+            summary=None, verdict=None, evicted=self._evicted, compacted=True, error=None,
+            opaque=True, attempts=[{
+                "model": getattr(response, "model", None), "duration_ms": duration,
+                "usage": usage.model_dump(mode="json", exclude_none=True)
+                if hasattr(usage, "model_dump") else {}}])
+        self._evicted, self._compactions = [], number
+        result.record, result.compacted = record, True
+        result.audit_error = write_record(fw, record)
+        if method == "create":
+            self._offset += len(items)
+        return result
+
+
+class GuardedResponses(_Guard):
+    """``client.responses.create`` / ``client.responses.compact`` guarded (``openai.OpenAI``)."""
+
+    def create(self, **kwargs: Any) -> GuardedResponse:
+        return self._drive("create", kwargs)
+
+    def compact(self, **kwargs: Any) -> GuardedResponse:
+        return self._drive("compact", kwargs)
+
+    def _drive(self, method: str, kwargs: dict[str, Any]) -> GuardedResponse:
+        sdk = _import_sdk()
+        core = self._core(method, kwargs)
+        name, request = next(core)
+        try:
+            response = getattr(self.client.responses, name)(**request)
+        except sdk.OpenAIError as exc:
+            raise _error(sdk, exc) from exc
+        try:
+            core.send(response)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("the core makes exactly one call")
+
+
+class AsyncGuardedResponses(_Guard):
+    """The async twin of ``GuardedResponses`` (``openai.AsyncOpenAI``); same core."""
+
+    async def create(self, **kwargs: Any) -> GuardedResponse:
+        return await self._drive("create", kwargs)
+
+    async def compact(self, **kwargs: Any) -> GuardedResponse:
+        return await self._drive("compact", kwargs)
+
+    async def _drive(self, method: str, kwargs: dict[str, Any]) -> GuardedResponse:
+        sdk = _import_sdk()
+        core = self._core(method, kwargs)
+        name, request = next(core)
+        try:
+            response = await getattr(self.client.responses, name)(**request)
+        except sdk.OpenAIError as exc:
+            raise _error(sdk, exc) from exc
+        try:
+            core.send(response)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("the core makes exactly one call")
+
+
+__all__ = ["AsyncGuardedResponses", "GuardedResponse", "GuardedResponses", "VENDOR_PATH"]

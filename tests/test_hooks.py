@@ -1,0 +1,353 @@
+"""Claude Code / Codex CLI hooks: transcripts in the agents' real JSONL formats, the hook commands
+on stdin JSON (in process and as a subprocess), state files, audit records, settings merge."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import firewall
+from firewall import hooks
+from firewall.audit import open_audit_log
+from firewall.errors import FirewallError
+from firewall.ledger import Ledger
+
+FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
+CLAUDE = FIXTURES / "claude_code_session.jsonl"
+CODEX = FIXTURES / "codex_rollout.jsonl"
+CODEX_COMPACTED = FIXTURES / "codex_rollout_compacted.jsonl"
+INVOICE, ORDER, EMAIL = "INV-2025-08-44719", "#W2378156", "dana.k@example.com"
+CHARGE, PATH = "ch_3PqL9x2eZvKYlo2C", "src/billing/refunds.py"
+
+# A small pinned pack, so these tests do not move with the built-in packs.
+PACK = r"""
+name: hooktest
+version: "1"
+description: The literals of the transcript fixtures
+rules:
+  - id: invoice-number
+    kind: regex
+    description: Invoice ids
+    pattern: '\b(?P<literal>INV-\d{4}-\d{2}-\d{5})\b'
+    severity: required
+    examples:
+      match: [{text: 'Why was INV-2025-08-44719 charged twice?', literals: ['INV-2025-08-44719']}]
+      no_match: ['INV-25-17']
+  - id: order-number
+    kind: regex
+    description: Order numbers
+    pattern: '#W\d{7}\b'
+    examples:
+      match: [{text: 'order #W2378156 shipped', literals: ['#W2378156']}]
+      no_match: ['#W12']
+  - id: charge-id
+    kind: regex
+    description: Payment charge ids
+    pattern: '\bch_[A-Za-z0-9]{16}\b'
+    examples:
+      match: [{text: 'charge ch_3PqL9x2eZvKYlo2C', literals: ['ch_3PqL9x2eZvKYlo2C']}]
+      no_match: ['ch_short']
+  - id: email
+    kind: regex
+    description: Email addresses
+    pattern: '\b[\w.+-]+@[\w-]+\.[\w.]+\b'
+    examples:
+      match: [{text: 'mail dana.k@example.com now', literals: ['dana.k@example.com']}]
+      no_match: ['no at sign']
+  - id: source-path
+    kind: regex
+    description: Repository-relative source paths
+    pattern: '(?<![\w/])src/[\w/.-]+\.\w+'
+    examples:
+      match: [{text: 'see src/billing/refunds.py please', literals: ['src/billing/refunds.py']}]
+      no_match: ['/home/x/src']
+"""
+
+
+@pytest.fixture(scope="module")
+def pack_path(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("packs") / "hooktest.yaml"
+    path.write_text(PACK)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def fw(pack_path) -> firewall.Firewall:
+    return firewall.Firewall([pack_path])
+
+
+PACK_FILE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch, pack_path):
+    PACK_FILE[:] = [pack_path]
+    monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FIREWALL_AUDIT_DB", str(tmp_path / "audit.db"))
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", "test-installation-key")
+
+
+def run(name: str, event: dict | str, **kwargs) -> tuple[int, str, str]:
+    kwargs.setdefault("rules", [PACK_FILE[0]] if PACK_FILE else None)
+    out, err = io.StringIO(), io.StringIO()
+    stdin = io.StringIO(event if isinstance(event, str) else json.dumps(event))
+    code = hooks.run_hook(name, stdin=stdin, stdout=out, stderr=err, **kwargs)
+    return code, out.getvalue(), err.getvalue()
+
+
+def claude_event(name: str, transcript: Path = CLAUDE, **extra) -> dict:
+    return {"session_id": "5f3c2a1e-8b7d-4e2f-9a10-3c4d5e6f7a8b", "transcript_path":
+            str(transcript), "cwd": "/home/dev/shop", "hook_event_name": name,
+            "permission_mode": "default", **extra}
+
+
+def codex_event(name: str, transcript: Path, **extra) -> dict:
+    return {"session_id": "0199a5c2-7d1e-7c40-a3b5-2f6e1d9c8b7a", "turn_id": "t-7",
+            "transcript_path": str(transcript), "cwd": "/home/dev/shop",
+            "hook_event_name": name, "model": "gpt-5-codex", "permission_mode": "default",
+            "trigger": "manual", **extra}
+
+
+# ── transcripts ──────────────────────────────────────────────────────────────────────────────
+
+def test_claude_transcript_turns():
+    chunk = hooks.read_transcript(CLAUDE)
+    assert chunk.offset == CLAUDE.stat().st_size and chunk.skipped == 0
+    roles = [t.role for t in chunk.turns]
+    # isMeta caveat -> system (never scanned); the sidechain line is dropped; thinking ignored
+    assert roles == ["system", "user", "assistant", "assistant", "tool", "assistant", "tool",
+                     "assistant"]
+    assert [t.tool_name for t in chunk.turns if t.role == "tool"] == ["Read", "Bash"]
+    assert chunk.turns[5].tool_calls[0].arguments["command"].endswith(INVOICE)
+    assert all("#W0000001" not in t.text for t in chunk.turns)  # subagent (sidechain) turn
+
+
+def test_codex_rollout_turns():
+    chunk = hooks.read_transcript(CODEX)
+    roles = [t.role for t in chunk.turns]
+    # <environment_context> is harness text; event_msg duplicates and reasoning are skipped
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    shell = chunk.turns[2].tool_calls[0]
+    assert shell.name == "shell" and shell.arguments["command"][-1].endswith(INVOICE)
+    assert chunk.turns[3].tool_name == "shell" and CHARGE in chunk.turns[3].text
+    assert chunk.turns[4].tool_calls[0].name == "apply_patch"
+    assert hooks.read_transcript(CODEX_COMPACTED).summaries[0].startswith("The user reported")
+
+
+def test_transcript_skips_bad_lines_and_waits_for_partial_ones(tmp_path):
+    path = tmp_path / "t.jsonl"
+    good = CLAUDE.read_bytes()
+    partial = b'{"type":"user","message":{"role":"user","content":"Ticket INV-2025-09-00001'
+    path.write_bytes(good + b"not json\n[1,2]\n\xff\xfe\n{\"type\":\"queue-operation\"}\n"
+                     + partial)
+    chunk = hooks.read_transcript(path)
+    assert chunk.skipped == 3  # non-JSON, a non-object, undecodable bytes; unknown type ignored
+    assert len(chunk.turns) == 8 and chunk.offset == path.stat().st_size - len(partial)
+    with path.open("ab") as handle:  # the agent finishes writing the line
+        handle.write(b'"}}\n')
+    rest = hooks.read_transcript(path, chunk.offset)
+    assert [t.text for t in rest.turns] == ["Ticket INV-2025-09-00001"]
+    assert hooks.read_transcript(path, 10**9).offset == path.stat().st_size  # shrunk: reread
+
+
+# ── Claude Code: pre-compact → post-compact → session-start ─────────────────────────────────
+
+def test_claude_code_round_trip():
+    code, out, err = run("pre-compact", claude_event("PreCompact", trigger="auto",
+                                                     custom_instructions=None))
+    assert (code, out, err) == (0, "", "")
+    state = hooks.load_state(claude_event("x")["session_id"])
+    assert {INVOICE, ORDER, EMAIL} <= set(state.ledger.values())
+    assert state.pending and state.offset == CLAUDE.stat().st_size
+    assert "#W0000001" not in state.ledger.values()
+
+    summary = f"Refund for invoice INV-2025-08-44791 (order {ORDER}) via src/billing/refunds.py."
+    code, out, err = run("post-compact", claude_event("PostCompact", trigger="auto",
+                                                      compact_summary=summary))
+    assert code == 0 and err == ""
+    warning = json.loads(out)["systemMessage"]
+    assert INVOICE in warning and "altered" in warning
+    [record] = list(open_audit_log(os.environ["FIREWALL_AUDIT_DB"]).export())
+    status = {lit.value: lit.status for lit in record.literals}
+    assert status[INVOICE] == "mutated_unrepaired" and status[ORDER] == "in_summary"
+    assert status[EMAIL] == "reinjected"
+    assert record.vendor_path == "claude-code-hooks" and record.outcome == "compacted"
+    assert record.attempts[0].verdict.mutated_values == [INVOICE]
+
+    code, out, _ = run("session-start", claude_event("SessionStart", source="compact",
+                                                     model="claude-sonnet-4-5"))
+    context = json.loads(out)["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart"
+    ledger = hooks.load_state(claude_event("x")["session_id"]).ledger
+    parsed = Ledger.parse(context["additionalContext"], ledger.nonce, ledger.key)
+    assert [e.value for e in parsed] == ledger.values()  # every literal, byte-exact
+    assert not hooks.load_state(claude_event("x")["session_id"]).pending
+    assert run("session-start", claude_event("SessionStart", source="startup"))[1] == ""
+
+
+def test_pre_compact_is_incremental(fw):
+    event = claude_event("PreCompact", trigger="manual", custom_instructions="keep ids")
+    hooks.pre_compact(event, fw)
+    first = hooks.load_state(event["session_id"]).ledger
+    hooks.pre_compact(event, fw)  # nothing new in the transcript: the ledger is unchanged
+    again = hooks.load_state(event["session_id"]).ledger
+    assert again.model_dump() == first.model_dump()
+
+
+def test_post_compact_alone_still_builds_the_ledger(fw, tmp_path):
+    # PreCompact can be skipped (anthropics/claude-code#15096): post-compact reads the transcript
+    audit = firewall.audit.MemoryAuditLog()
+    out = hooks.post_compact(claude_event("PostCompact", compact_summary=f"{INVOICE} "
+                             f"src/billing/refunds.py"), fw, "claude-code", audit=audit)
+    assert out is None  # every required literal is in the summary: no warning
+    [record] = audit.export()
+    assert {lit.value for lit in record.literals} >= {INVOICE, ORDER}
+    assert hooks.load_state(claude_event("x")["session_id"]).pending
+
+
+# ── Codex ────────────────────────────────────────────────────────────────────────────────────
+
+def test_codex_local_compaction(tmp_path):
+    rollout = tmp_path / "rollout-2025-11-03T10-02-00-0199a5c2.jsonl"
+    shutil.copy(CODEX, rollout)
+    assert run("pre-compact", codex_event("PreCompact", rollout, reason="user_requested",
+                                          phase="manual", implementation="responses"),
+               agent="codex")[:2] == (0, "")
+    with rollout.open("ab") as handle:  # Codex appends the compacted item
+        handle.write(CODEX_COMPACTED.read_bytes())
+    code, out, _ = run("post-compact", codex_event("PostCompact", rollout, status="completed"),
+                       agent="codex")
+    assert code == 0 and INVOICE in json.loads(out)["systemMessage"]
+    [record] = list(open_audit_log(os.environ["FIREWALL_AUDIT_DB"]).export())
+    status = {lit.value: lit.status for lit in record.literals}
+    assert record.vendor_path == "codex-hooks"
+    assert status[INVOICE] == "mutated_unrepaired" and status[ORDER] == "in_summary"
+    assert status[CHARGE] == "reinjected"
+    # re-injected once, on the next prompt; not again
+    code, out, _ = run("user-prompt-submit", codex_event("UserPromptSubmit", rollout,
+                                                         prompt="continue"), agent="codex")
+    context = json.loads(out)["hookSpecificOutput"]
+    assert context["hookEventName"] == "UserPromptSubmit"
+    assert INVOICE in context["additionalContext"] and CHARGE in \
+        context["additionalContext"]
+    assert run("user-prompt-submit", codex_event("UserPromptSubmit", rollout), agent="codex")[1] \
+        == ""
+
+
+def test_codex_remote_compaction_is_opaque(tmp_path, fw):
+    rollout = tmp_path / "rollout.jsonl"
+    remote = {"timestamp": "2025-11-03T10:05:01.000Z", "type": "compacted",
+              "payload": {"message": "", "replacement_history": []}}
+    rollout.write_bytes(CODEX.read_bytes() + json.dumps(remote).encode() + b"\n")
+    audit = firewall.audit.MemoryAuditLog()
+    assert hooks.post_compact(codex_event("PostCompact", rollout), fw, "codex", audit) is None
+    [record] = audit.export()
+    assert {lit.status for lit in record.literals} == {"opaque"}
+    assert record.attempts[0].verdict is None
+
+
+def test_codex_failed_compaction_is_recorded(tmp_path, fw):
+    audit = firewall.audit.MemoryAuditLog()
+    hooks.post_compact(codex_event("PostCompact", CODEX, status="failed",
+                                   error="context window exceeded"), fw, "codex", audit)
+    [record] = audit.export()
+    assert record.outcome == "uncompacted" and record.error == "context window exceeded"
+
+
+# ── failing open, never losing the ledger ────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]", '{"transcript_path": "/x"}'])
+def test_bad_input_fails_open(stdin):
+    code, out, err = run("pre-compact", stdin)
+    assert code == 0 and out == ""
+    assert err.startswith("literal-firewall: pre-compact hook skipped:") and err.count("\n") == 1
+
+
+def test_missing_transcript_keeps_the_existing_ledger(tmp_path):
+    run("pre-compact", claude_event("PreCompact"))
+    path = hooks.session_path(claude_event("x")["session_id"])
+    before = path.read_bytes()
+    code, out, err = run("pre-compact", claude_event("PreCompact", tmp_path / "gone.jsonl"))
+    assert code == 0 and "FileNotFoundError" in err
+    assert path.read_bytes() == before
+    assert not list(path.parent.glob("*.tmp"))  # no temp file left behind
+
+
+def test_corrupt_state_is_set_aside_not_overwritten():
+    path = hooks.session_path("broken-session")
+    path.parent.mkdir(parents=True)
+    path.write_text("{half a file")
+    state = hooks.load_state("broken-session")
+    assert len(state.ledger) == 0
+    assert path.with_name(path.name + ".corrupt").read_text() == "{half a file"
+
+
+def test_session_ids_never_escape_the_state_dir(tmp_path):
+    path = hooks.session_path("../../etc/passwd")
+    assert path.parent == tmp_path / "state" / "sessions" and path.name.startswith("sha256-")
+
+
+def test_hook_runs_as_a_subprocess(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-m", "firewall.hooks", "run", "pre-compact",
+                           "--rules", PACK_FILE[0]],
+                          input=json.dumps(claude_event("PreCompact")), capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert hooks.session_path(claude_event("x")["session_id"]).exists()
+    done = subprocess.run([sys.executable, "-m", "firewall.hooks", "run", "session-start"],
+                          input=json.dumps(claude_event("SessionStart", source="compact")),
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert INVOICE in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+# ── configuration ────────────────────────────────────────────────────────────────────────────
+
+def test_claude_code_config():
+    config = hooks.hooks_config("claude-code")["hooks"]
+    assert set(config) == {"PreCompact", "PostCompact", "SessionStart"}
+    assert config["SessionStart"] == [{"matcher": "compact", "hooks": [
+        {"type": "command", "command": "firewall hooks run session-start"}]}]
+    codex = hooks.hooks_config("codex", command="uvx firewall", rules=["core"])["hooks"]
+    assert codex["UserPromptSubmit"][0]["hooks"][0]["command"] == \
+        "uvx firewall hooks run user-prompt-submit --agent codex --rules core"
+
+
+def test_install_merges_and_is_idempotent(tmp_path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh"}]}
+    other = {"matcher": "manual", "hooks": [{"type": "command", "command": "backup.sh"}]}
+    settings.write_text(json.dumps({"model": "opus", "hooks": {"PreToolUse": [mine],
+                                                                "PreCompact": [other]}}))
+    assert hooks.install(settings, "claude-code") is True
+    data = json.loads(settings.read_text())
+    assert data["model"] == "opus" and data["hooks"]["PreToolUse"] == [mine]
+    assert data["hooks"]["PreCompact"][0] == other and len(data["hooks"]["PreCompact"]) == 2
+    text = settings.read_text()
+    assert hooks.install(settings, "claude-code") is False
+    assert hooks.install(settings, "claude-code", command="/opt/venv/bin/firewall") is False
+    assert settings.read_text() == text
+
+
+def test_install_refuses_invalid_json(tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text("{broken")
+    with pytest.raises(FirewallError, match="not valid JSON"):
+        hooks.install(settings, "claude-code")
+    assert settings.read_text() == "{broken"
+
+
+def test_cli_print_and_install(tmp_path, capsys):
+    assert hooks.main(["codex", "--print"]) == 0
+    assert json.loads(capsys.readouterr().out) == hooks.hooks_config("codex")
+    target = tmp_path / "hooks.json"
+    assert hooks.main(["codex", "--install", str(target)]) == 0
+    assert json.loads(target.read_text()) == hooks.hooks_config("codex")
