@@ -36,6 +36,7 @@ _EXPORTS = {
     # errors
     "FirewallError": "errors", "PackError": "errors", "ConversationError": "errors",
     "SummarizerError": "errors", "CompactionRefused": "errors", "AuditError": "errors",
+    "IntegrationError": "errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -233,7 +233,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     fw = Firewall(_packs(args), required=args.required)
     literals = fw.scan(conversations[0])
-    required = {l.value for l in literals if args.strict or fw._is_required(l)}
+    required = {l.value for l in literals if args.strict or fw.is_required(l)}
     from .validate import validate
 
     verdict = validate(summary, [(l.value, l.rule) for l in literals],

@@ -5,6 +5,8 @@
     │                             (message names the pack, the rule id and the field)
     ├── ConversationError         an input conversation is malformed (names the line and field)
     ├── SummarizerError           a summarizer failed, timed out or returned something unusable
+    ├── IntegrationError          a vendor call made by a wrapper failed (``.status_code``);
+    │                             the caller's conversation is unchanged
     ├── CompactionRefused         policy="raise": required literals were still lost after every
     │                             retry; ``.attempts`` holds every attempt with its verdict
     └── AuditError                the audit log could not be opened or written
@@ -52,6 +54,18 @@ class ConversationError(FirewallError):
 
 class SummarizerError(FirewallError):
     """The summarizer raised, timed out, or returned something that is not text."""
+
+
+class IntegrationError(FirewallError):
+    """A vendor call made by an integration failed (HTTP status, rate limit, connection).
+
+    ``status_code`` is the HTTP status when there was one. The conversation passed in is
+    unchanged; the literals already extracted stay in the guard's ledger.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class CompactionRefused(FirewallError):

@@ -9,21 +9,22 @@ no pinned literal is lost: a failed compaction returns the conversation as it wa
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
-from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
-                    installation_key, open_audit_log)
+from .audit import AuditRecord, open_audit_log
 from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanResult
 from .formats import parse_messages
-from .ledger import Ledger
+from .ledger import Eviction, Ledger, LedgerEntry
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
+from .records import AttemptResult, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
 from .turns import Conversation, Turn
@@ -43,20 +44,12 @@ REQUIRED_INSTRUCTIONS = (
 
 
 @dataclass
-class AttemptResult:
-    number: int
-    summary: str | None
-    verdict: Verdict | None
-    error: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    duration_ms: float = 0.0
-    model: str | None = None
-    problems: list[str] = field(default_factory=list)  # damaged placeholders, length
+class Pinned:
+    """What one extraction pass added: literals seen, rule timeouts, ledger evictions."""
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.problems and self.verdict is not None \
-            and self.verdict.ok
+    literals: list[Literal]
+    timeouts: list[Any]
+    evicted: list[Eviction]
 
 
 @dataclass
@@ -146,13 +139,36 @@ class Firewall:
     def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
         """Validate any compactor's summary against the literals of the turns it summarized."""
         literals = self.scan(messages)
-        required = literals if strict else [l for l in literals if self._is_required(l)]
+        required = literals if strict else [l for l in literals if self.is_required(l)]
         return validate(summary, [(l.value, l.rule) for l in required],
                         known=[l.value for l in literals])
 
-    def _is_required(self, lit: Literal) -> bool:
+    def is_required(self, lit: Literal | LedgerEntry) -> bool:
+        """Must the summary itself carry this literal (or ledger entry)? See ``required``."""
         return (self.required_mode == "all" or lit.severity == "required"
                 or (self.required_mode == "user" and lit.role == "user"))
+
+    def pin(self, ledger: Ledger, turns: Iterable[Turn], *, offset: int = 0,
+            compaction: int | None = None, seen: set[str] | None = None) -> Pinned:
+        """Extract ``turns`` into ``ledger`` and fit it to the budget, without summarizing.
+
+        For wrappers that see a whole history with every request: ``seen`` (digests of raw
+        messages) keeps a message from being counted twice. Genuine ledger blocks are skipped;
+        turn numbers are ``offset`` + position, so provenance survives pruning.
+        """
+        literals, timeouts = [], []
+        for i, turn in enumerate(turns):
+            if seen is not None:
+                digest = json.dumps(turn.raw, sort_keys=True, ensure_ascii=False, default=str)
+                if digest in seen:
+                    continue
+                seen.add(digest)
+            found = self.extractor.scan_turn(turn, offset + i,
+                                             skip=lambda text: ledger_blocks(text, ledger))
+            literals += found.literals
+            timeouts += found.timeouts
+        ledger.update(literals)
+        return Pinned(literals, timeouts, ledger.fit(self.budget_tokens, compaction=compaction))
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
@@ -168,10 +184,10 @@ class Firewall:
             lit.turn += span.start
         scan.timeouts[:] = [type(t)(t.rule, t.turn + span.start, t.field) for t in scan.timeouts]
         ledger.update(scan.literals)
-        number = compaction or self._next_compaction(ledger.conversation_id)
+        number = compaction or self.next_compaction(ledger.conversation_id)
         evicted = ledger.fit(self.budget_tokens, compaction=number)
         kept = set(ledger.values())
-        required = [l for l in scan.literals if self._is_required(l) and l.value in kept]
+        required = [l for l in scan.literals if self.is_required(l) and l.value in kept]
         placeholders = None
         if self.placeholders:
             placeholders = Placeholders()
@@ -180,13 +196,14 @@ class Firewall:
         return _Plan(conversation, span, scan, ledger, required, number, evicted, placeholders,
                      [count_tokens(t.text) for t in conversation.turns])
 
-    def _next_compaction(self, conversation_id: str) -> int:
+    def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
+        """The number of the next compaction of a conversation, from the audit log if any."""
         if self.audit is not None:
             try:
                 return self.audit.next_compaction_number(conversation_id)
             except AuditError:
                 pass  # the write will report it
-        return 1
+        return fallback
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
         mask = plan.placeholders.mask if plan.placeholders else (lambda s: s)
@@ -280,74 +297,26 @@ class Firewall:
         result = CompactionResult(messages=messages, ledger=ledger, record=record,
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation)
-        if self.audit is not None:
-            try:
-                self.audit.write(record)
-            except AuditError as exc:  # the compaction stands; the caller is told
-                result.audit_error = str(exc)
+        result.audit_error = write_record(self.audit, record)  # the compaction stands
         return result
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
                 keep: set[int], error: str | None, block: str) -> AuditRecord:
-        # hash with the log's own key, so its find_literal lookups match
-        key = (getattr(self.audit, "key", None) or installation_key()) \
-            if self.audit is not None else b"unused"
         span, turns = plan.span, plan.conversation.turns
-        # a literal can have several findings (present, and a mutated copy elsewhere): the
-        # mutation is what the audit must show
-        findings: dict[str, Any] = {}
-        for f in (attempts[-1].verdict.findings if attempts and attempts[-1].verdict else ()):
-            if f.value not in findings or f.status == "mutated":
-                findings[f.value] = f
-        tail_text = "\n".join(t.text for t in turns[span.end:])
-        kept_text = "\n".join(turns[i].text for i in keep)
-        in_ledger = set(plan.ledger.values())
-        outcomes = []
-        for entry in plan.ledger.entries:
-            in_summary = summary is not None and entry.value in summary
-            finding = findings.get(entry.value)
-            mutated = finding is not None and finding.status == "mutated"
-            if summary is None:
-                status = "reinjected"
-            elif mutated:
-                status = "mutated_repaired" if self.policy == "repair" else "mutated_unrepaired"
-            elif entry.value in kept_text:
-                status = "kept_verbatim"
-            else:
-                status = "in_summary" if in_summary else "reinjected"
-            outcomes.append(LiteralOutcome.of(
-                entry.value, key=key, sensitive=entry.sensitive, rule=entry.rule,
-                role=entry.role, turn=max(entry.first_seen, 0), status=status,
-                in_summary=in_summary, in_ledger=entry.value in in_ledger,
-                in_tail=entry.value in tail_text,
-                detail=f"summary wrote {finding.resembles!r}" if mutated else None))
-        for eviction in plan.evicted:
-            outcomes.append(LiteralOutcome.of(
-                eviction.value, key=key, sensitive=False, rule=eviction.rule,
-                role=eviction.role, turn=0, status="evicted",
-                in_summary=summary is not None and eviction.value in summary,
-                in_tail=eviction.value in tail_text, detail=eviction.reason))
-        sensitive = {e.value for e in plan.ledger.entries if e.sensitive}
-        records = [Attempt(
-            number=a.number, summarizer=type(self.summarizer).__name__ if self.summarizer
-            else "summarizer", model=a.model, usage=a.usage, duration_ms=a.duration_ms,
-            error=a.error or ("; ".join(a.problems) or None),
-            verdict=VerdictSummary.of(
-                len(a.verdict.present), [f.value for f in a.verdict.missing],
-                [f.value for f in a.verdict.mutated], key=key, sensitive=sensitive)
-            if a.verdict else None) for a in attempts]
+        verbatim = "\n".join([turns[i].text for i in sorted(keep)] +
+                              [t.text for t in turns[span.end:]])
         before = sum(plan.turn_tokens)
         after = before if summary is None else (
             before - plan.span_tokens + count_tokens(summary) + count_tokens(block))
-        return AuditRecord(
-            conversation_id=plan.ledger.conversation_id, compaction=plan.compaction,
-            packs=[PackRef(name=p.name, version=p.version) for p in self.packs],
-            policy=self.policy, vendor_path=getattr(self.summarizer, "vendor_path", "client"),
-            span=(span.start, span.end - 1) if len(span) else None,
-            turns_compacted=len(span) if summary is not None else 0, tokens_before=before,
-            tokens_after=after, ledger_tokens=count_tokens(block), literals=outcomes,
-            attempts=records, outcome="compacted" if summary is not None else "uncompacted",
-            error=error, placeholders=self.placeholders)
+        return build_record(
+            self, plan.ledger, vendor_path=getattr(self.summarizer, "vendor_path", "client"),
+            summarizer=type(self.summarizer).__name__ if self.summarizer else None,
+            compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
+            turns_compacted=len(span), tokens_before=before, tokens_after=after,
+            summary=summary, verdict=attempts[-1].verdict if attempts else None,
+            evicted=plan.evicted, attempts=attempts, compacted=summary is not None,
+            error=error, verbatim=verbatim,
+            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok)
 
     # ── drivers ─────────────────────────────────────────────────────────────────────────
 

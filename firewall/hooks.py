@@ -379,44 +379,18 @@ def _reinject(event: dict[str, Any], hook_event: str, only_pending: bool = False
 def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str, log: Any = None,
                  error: str | None = None) -> Any:
     """The record of a compaction the agent did: ``summary=None`` when it is opaque."""
-    from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
-                        installation_key)
-    from .tokens import count_tokens
+    from .records import AttemptResult, build_record
     from .validate import validate
 
-    key = installation_key()
-    required = [e for e in ledger.entries if e.severity == "required" or fw.required_mode == "all"
-                or (fw.required_mode == "user" and e.role == "user")]
+    required = [e for e in ledger.entries if fw.is_required(e)]
     verdict = None if summary is None else validate(
         summary, [(e.value, e.rule) for e in required], known=ledger.values())
-    mutated = {f.value: f for f in (verdict.mutated if verdict else ())}
-    outcomes = []
-    for e in ledger.entries:
-        in_summary = summary is not None and e.value in summary
-        status = ("opaque" if summary is None else "mutated_unrepaired" if e.value in mutated
-                  else "in_summary" if in_summary else "reinjected")
-        outcomes.append(LiteralOutcome.of(
-            e.value, key=key, sensitive=e.sensitive, rule=e.rule, role=e.role,
-            turn=max(e.first_seen, 0), status=status, in_summary=in_summary, in_ledger=True,
-            detail=f"summary wrote {mutated[e.value].resembles!r}" if e.value in mutated
-            else None))
-    sensitive = {e.value for e in ledger.entries if e.sensitive}
-    attempts = [Attempt(number=1, summarizer=agent, duration_ms=0, error=error,
-                        verdict=VerdictSummary.of(len(verdict.present),
-                                                  [f.value for f in verdict.missing],
-                                                  [f.value for f in verdict.mutated],
-                                                  key=key, sensitive=sensitive)
-                        if verdict else None)]
-    block = ledger.render()
-    summary_tokens = count_tokens(summary) if summary else 0
     number = log.next_compaction_number(ledger.conversation_id) if log is not None else 1
-    return AuditRecord(
-        conversation_id=ledger.conversation_id, compaction=number,
-        packs=[PackRef(name=p.name, version=p.version) for p in fw.packs], policy="reinject",
-        vendor_path=VENDOR_PATH.get(agent, agent), span=None, turns_compacted=0,
-        tokens_before=0, tokens_after=summary_tokens + count_tokens(block),
-        ledger_tokens=count_tokens(block), literals=outcomes, attempts=attempts,
-        outcome="uncompacted" if error else "compacted", error=error)
+    return build_record(
+        fw, ledger, vendor_path=VENDOR_PATH.get(agent, agent), compaction=number, span=None,
+        turns_compacted=0, tokens_before=0, summary=summary, verdict=verdict, evicted=(),
+        attempts=[AttemptResult(1, summary, verdict, error=error)], compacted=error is None,
+        error=error, opaque=summary is None, injected=True, audit=log)
 
 
 def _audit_log() -> Any:

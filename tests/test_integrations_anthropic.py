@@ -325,7 +325,9 @@ def test_null_content_is_a_failed_compaction(fw: firewall.Firewall) -> None:
     assert ledger_values(g, turn.messages[4]) == ALL_LITERALS
     record = turn.record
     assert record.outcome == "uncompacted" and "null" in record.error
-    assert {lit.status for lit in record.literals} == {"reinjected"}
+    # nothing was compacted: every literal is still in the history, and the ledger follows it
+    assert {lit.status for lit in record.literals} == {"kept_verbatim"}
+    assert all(lit.in_ledger for lit in record.literals)
     assert [a.error is not None for a in record.attempts] == [True, True]
 
 

@@ -29,7 +29,7 @@ def test_public_surface_is_pinned():
     assert firewall.__all__ == sorted([
         "AnthropicSummarizer", "AuditError", "AuditRecord", "CallableSummarizer",
         "CompactionRefused", "CompactionResult", "Conversation", "ConversationError",
-        "ExtractiveSummarizer", "Extractor", "Finding", "Firewall", "FirewallError", "Ledger",
+        "ExtractiveSummarizer", "Extractor", "Finding", "Firewall", "FirewallError", "IntegrationError", "Ledger",
         "Literal", "OpenAISummarizer", "Pack", "PackError", "RequiredLiteral", "Scanner",
         "ScriptedSummarizer", "Summarizer", "Summary", "SummaryRequest", "SummarizerError",
         "ToolCall", "Turn", "Verdict", "load_packs", "open_audit_log", "parse_messages",

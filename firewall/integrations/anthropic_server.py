@@ -40,21 +40,19 @@ with the status and the API's message; the caller's messages are never modified.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
-                     installation_key)
-from ..errors import AuditError, CompactionRefused, FirewallError
+from ..audit import AuditRecord
+from ..errors import CompactionRefused, IntegrationError
 from ..formats import parse_messages
-from ..guard import REQUIRED_INSTRUCTIONS, ledger_blocks
+from ..guard import REQUIRED_INSTRUCTIONS
 from ..ledger import Eviction, Ledger, LedgerEntry
 from ..tokens import count_tokens
-from ..turns import Turn
+from ..records import AttemptResult, build_record, write_record
 from ..validate import Verdict, validate
 
 BETA = "compact-2026-01-12"
@@ -75,148 +73,7 @@ DEFAULT_PROMPT = (
 NO_TOOLS = "Do not call any tools while writing this summary; respond with text only."
 
 
-class IntegrationError(FirewallError):
-    """A vendor call made by an integration failed (HTTP status, rate limit, connection).
-
-    ``status_code`` is the HTTP status when there was one. The conversation passed in is
-    unchanged; the literals already extracted stay in the guard's ledger.
-    """
-
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-# ── helpers shared with the OpenAI integration (candidates for guard.py) ───────────────────
-
-
-@dataclass
-class Pinned:
-    """What one extraction pass added: literals seen, rule timeouts, ledger evictions."""
-
-    literals: list[Any]
-    timeouts: list[Any]
-    evicted: list[Eviction]
-
-
-def digest(raw: Any) -> str:
-    return json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def pin(fw: Any, ledger: Ledger, turns: list[Turn], *, seen: set[str], offset: int = 0,
-        compaction: int | None = None) -> Pinned:
-    """Scan the turns not scanned before into ``ledger`` and fit it to ``fw.budget_tokens``.
-
-    A whole history is re-sent with every request: ``seen`` (digests of raw messages) keeps each
-    message from being counted twice. Genuine ledger blocks are skipped (never re-pinned from
-    themselves); turn numbers are ``offset`` + position, so provenance survives pruning.
-    """
-    literals, timeouts = [], []
-    for i, turn in enumerate(turns):
-        key = digest(turn.raw)
-        if key in seen:
-            continue
-        seen.add(key)
-        found = fw.extractor.scan_turn(turn, offset + i,
-                                       skip=lambda text: ledger_blocks(text, ledger))
-        literals += found.literals
-        timeouts += found.timeouts
-    ledger.update(literals)
-    evicted = ledger.fit(fw.budget_tokens, compaction=compaction)
-    return Pinned(literals, timeouts, evicted)
-
-
-def required_entries(fw: Any, ledger: Ledger) -> list[LedgerEntry]:
-    """The entries a summary must carry, by the firewall's ``required`` mode."""
-    mode = fw.required_mode
-    return [e for e in ledger.entries if mode == "all" or e.severity == "required"
-            or (mode == "user" and e.role == "user")]
-
-
-def next_compaction(fw: Any, conversation_id: str, fallback: int) -> int:
-    if fw.audit is not None:
-        try:
-            return fw.audit.next_compaction_number(conversation_id)
-        except AuditError:
-            pass  # the write reports it
-    return fallback
-
-
-def literal_outcomes(fw: Any, ledger: Ledger, evicted: Iterable[Eviction], *,
-                     summary: str | None, verdict: Verdict | None, visible: str,
-                     opaque: bool = False, key: bytes) -> list[LiteralOutcome]:
-    """Where each ledger literal is after a vendor compaction; the ledger is always re-injected.
-
-    ``visible`` is the text the model still sees verbatim besides summary and ledger (the kept
-    tail, returned user messages). ``opaque``: the summary could not be read, so every pinned
-    literal is ``opaque``, whatever else is known about it.
-    """
-    mutated = {f.value: f for f in (verdict.mutated if verdict else ())}
-    outcomes = []
-    for entry in ledger.entries:
-        in_summary = summary is not None and entry.value in summary
-        finding = mutated.get(entry.value)
-        if opaque:
-            status = "opaque"
-        elif finding is not None:
-            status = "mutated_unrepaired"  # a signed summary cannot be repaired
-        elif summary is not None and entry.value in visible:
-            status = "kept_verbatim"
-        else:
-            status = "in_summary" if in_summary else "reinjected"
-        detail = None
-        if finding is not None:
-            detail = (f"summary wrote {finding.resembles!r} ({finding.reason}); the signed block "
-                      f"cannot be edited, the exact value is in the re-injected ledger")
-        outcomes.append(LiteralOutcome.of(
-            entry.value, key=key, sensitive=entry.sensitive, rule=entry.rule, role=entry.role,
-            turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
-            in_ledger=True, in_tail=entry.value in visible, detail=detail))
-    for eviction in evicted:
-        outcomes.append(LiteralOutcome.of(
-            eviction.value, key=key, rule=eviction.rule, role=eviction.role, turn=0,
-            status="evicted", in_summary=summary is not None and eviction.value in summary,
-            in_tail=eviction.value in visible, detail=eviction.reason))
-    return outcomes
-
-
-def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
-                 span: tuple[int, int] | None, turns_compacted: int, tokens_before: int,
-                 visible: str, summary: str | None, verdict: Verdict | None,
-                 evicted: Iterable[Eviction], attempts: list[dict[str, Any]],
-                 compacted: bool, error: str | None, opaque: bool = False) -> AuditRecord:
-    # the log's own key when it has one (hashes must match what the log looks up)
-    key = (getattr(fw.audit, "key", None) or installation_key()) if fw.audit is not None \
-        else b"unused"
-    block = ledger.render()
-    sensitive = {e.value for e in ledger.entries if e.sensitive}
-    records = [Attempt(
-        number=n, summarizer=vendor_path, model=a.get("model"), usage=a.get("usage") or {},
-        duration_ms=a.get("duration_ms", 0.0), error=a.get("error"),
-        verdict=VerdictSummary.of(len(v.present), [f.value for f in v.missing],
-                                  [f.value for f in v.mutated], key=key, sensitive=sensitive)
-        if (v := a.get("verdict")) is not None else None) for n, a in enumerate(attempts, 1)]
-    after = count_tokens(block) + count_tokens(visible) + (count_tokens(summary) if summary else 0)
-    return AuditRecord(
-        conversation_id=ledger.conversation_id, compaction=compaction,
-        packs=[PackRef(name=p.name, version=p.version) for p in fw.packs], policy=fw.policy,
-        vendor_path=vendor_path, span=span, turns_compacted=turns_compacted if compacted else 0,
-        tokens_before=tokens_before, tokens_after=after if compacted else tokens_before,
-        ledger_tokens=count_tokens(block),
-        literals=literal_outcomes(fw, ledger, evicted, summary=summary, verdict=verdict,
-                                  visible=visible, opaque=opaque, key=key),
-        attempts=records, outcome="compacted" if compacted else "uncompacted", error=error)
-
-
-def write_record(fw: Any, record: AuditRecord) -> str | None:
-    """Write to ``fw.audit``; a failed write does not undo the compaction, it is reported."""
-    if fw.audit is None:
-        return None
-    try:
-        fw.audit.write(record)
-    except AuditError as exc:
-        return str(exc)
-    return None
+# ── helpers shared with the OpenAI integration ─────────────────────────────────────────────
 
 
 def to_param(obj: Any) -> Any:
@@ -370,11 +227,11 @@ class _Guard:
             raise IntegrationError("create() needs messages=[...] (a list)")
         conversation = parse_messages(_plain(messages), format="anthropic",
                                       id=self.ledger.conversation_id)
-        number = next_compaction(fw, self.ledger.conversation_id, self._compactions + 1)
-        pinned = pin(fw, self.ledger, conversation.turns, seen=self._seen, offset=self._offset,
-                     compaction=number)
+        number = fw.next_compaction(self.ledger.conversation_id, self._compactions + 1)
+        pinned = fw.pin(self.ledger, conversation.turns, seen=self._seen, offset=self._offset,
+                        compaction=number)
         self._evicted += pinned.evicted
-        required = required_entries(fw, self.ledger)
+        required = [e for e in self.ledger.entries if fw.is_required(e)]
         pairs = [(e.value, e.rule) for e in required]
         base = self._base_prompt(kwargs)
         tokens_before = sum(count_tokens(t.text) for t in conversation.turns)
@@ -383,7 +240,7 @@ class _Guard:
         request = self._request(kwargs, history, base, required, None)
         result = GuardedTurn(response=None, messages=history, ledger=self.ledger,
                              timeouts=pinned.timeouts)
-        attempts: list[dict[str, Any]] = []
+        attempts: list[AttemptResult] = []
         resumed = False
 
         def record(summary: str | None, verdict: Verdict | None, tail: list[Any],
@@ -392,13 +249,13 @@ class _Guard:
                 fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
                 span=(self._offset, self._offset + len(history) - 1) if history else None,
                 turns_compacted=len(history), tokens_before=tokens_before,
-                visible="\n".join(t.text for t in parse_messages(_plain(tail),
-                                                                  format="anthropic").turns),
+                verbatim="\n".join(t.text for t in parse_messages(_plain(tail),
+                                                                   format="anthropic").turns),
                 summary=summary, verdict=verdict, evicted=self._evicted, attempts=attempts,
-                compacted=summary is not None, error=error)
+                compacted=summary is not None, error=error, injected=True)
             self._evicted, self._compactions = [], number
             result.records.append(rec)
-            result.audit_error = write_record(fw, rec) or result.audit_error
+            result.audit_error = write_record(fw.audit, rec) or result.audit_error
 
         while True:
             started = time.perf_counter()
@@ -422,10 +279,10 @@ class _Guard:
             paused = getattr(response, "stop_reason", None) == "compaction"
             error = None if summary is not None else \
                 "compaction failed: the block's content is null"
-            attempts.append({
-                "model": getattr(response, "model", None), "usage": _usage(response),
-                "duration_ms": (time.perf_counter() - started) * 1000, "verdict": verdict,
-                "error": error})
+            attempts.append(AttemptResult(
+                len(attempts) + 1, summary, verdict, error=error, usage=_usage(response),
+                duration_ms=(time.perf_counter() - started) * 1000,
+                model=getattr(response, "model", None)))
             ok = verdict is not None and verdict.ok
             if paused and not ok and len(attempts) <= fw.max_retries:
                 # the request is unchanged, so it is over the trigger again: it re-compacts

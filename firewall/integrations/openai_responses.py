@@ -43,8 +43,8 @@ from ..guard import ledger_blocks
 from ..ledger import Eviction, Ledger
 from ..tokens import count_tokens
 from ..turns import Turn
-from .anthropic_server import (IntegrationError, build_record, next_compaction, pin, to_param,
-                               write_record)
+from ..records import AttemptResult, build_record, write_record
+from .anthropic_server import IntegrationError, to_param
 
 VENDOR_PATH = "openai-opaque"
 _INSTALL = "pip install 'literal-firewall[openai]'"
@@ -124,8 +124,8 @@ class _Guard:
         items = [message_item(given)] if isinstance(given, str) else \
             [to_param(i) for i in (given or ())]
         turns = to_turns(items)  # ConversationError (a FirewallError) on malformed items
-        number = next_compaction(fw, self.ledger.conversation_id, self._compactions + 1)
-        pinned = pin(fw, self.ledger, turns, seen=self._seen, offset=self._offset,
+        number = fw.next_compaction(self.ledger.conversation_id, self._compactions + 1)
+        pinned = fw.pin(self.ledger, turns, seen=self._seen, offset=self._offset,
                      compaction=number)
         self._evicted += pinned.evicted
         tokens_before = sum(count_tokens(t.text) for t in turns)
@@ -156,15 +156,15 @@ class _Guard:
         record = build_record(
             fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
             span=(self._offset, self._offset + len(items) - 1) if items else None,
-            turns_compacted=len(items), tokens_before=tokens_before, visible=visible,
+            turns_compacted=len(items), tokens_before=tokens_before, verbatim=visible,
             summary=None, verdict=None, evicted=self._evicted, compacted=True, error=None,
-            opaque=True, attempts=[{
-                "model": getattr(response, "model", None), "duration_ms": duration,
-                "usage": usage.model_dump(mode="json", exclude_none=True)
-                if hasattr(usage, "model_dump") else {}}])
+            opaque=True, attempts=[AttemptResult(
+                1, None, None, model=getattr(response, "model", None), duration_ms=duration,
+                usage=usage.model_dump(mode="json", exclude_none=True)
+                if hasattr(usage, "model_dump") else {})])
         self._evicted, self._compactions = [], number
         result.record, result.compacted = record, True
-        result.audit_error = write_record(fw, record)
+        result.audit_error = write_record(fw.audit, record)
         if method == "create":
             self._offset += len(items)
         return result
