@@ -236,4 +236,11 @@ class Scanner:
         return new
 
     def result(self) -> ScanResult:
-        return ScanResult(literals=list(self._by_value.values()), timeouts=list(self.timeouts))
+        literals = list(self._by_value.values())
+        # a literal that contains a secret (a URL with a password in it) is a secret too
+        secrets = [lit.value for lit in literals if lit.sensitive]
+        if secrets:
+            for lit in literals:
+                if not lit.sensitive and any(s in lit.value for s in secrets):
+                    lit.sensitive = True
+        return ScanResult(literals=literals, timeouts=list(self.timeouts))

@@ -97,6 +97,10 @@ class _Plan:
     def span_tokens(self) -> int:
         return sum(self.turn_tokens[self.span.start:self.span.end])
 
+    def mask(self, text: str) -> str:
+        """Text as a summarizer may see it: sensitive literals replaced by placeholders."""
+        return self.placeholders.mask(text) if self.placeholders else text
+
 
 class Firewall:
     """Rule packs plus the compaction policy; one instance serves many conversations.
@@ -206,11 +210,11 @@ class Firewall:
         return fallback
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
-        mask = plan.placeholders.mask if plan.placeholders else (lambda s: s)
+        mask = plan.mask
         turns = plan.conversation.turns[plan.span.start:plan.span.end]
         if plan.placeholders:
             turns = [plan.placeholders.mask_turn(t) for t in turns]
-        required = tuple(RequiredLiteral(mask(l.value), l.rule, mask(_snippet(plan, l)))
+        required = tuple(RequiredLiteral(mask(l.value), l.rule, _snippet(plan, l))
                          for l in plan.required)
         instructions = INSTRUCTIONS
         if required:
@@ -402,12 +406,17 @@ def _failures(verdict: Verdict | None) -> list[Any]:
 
 
 def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
+    """Source text around a literal, masked before it is cut: a secret cut in half by the
+    window would no longer be recognised, and would leak."""
     turn = plan.conversation.turns[lit.turn]
-    text = turn.text if lit.field == "text" else ""
-    if not text:
+    text = plan.mask(turn.text) if lit.field == "text" else ""
+    at = text.find(plan.mask(lit.value))
+    if at < 0:
         return f"{lit.field} of turn {lit.turn}"
-    start, end = max(0, lit.start - width), min(len(text), lit.end + width)
-    return ("…" if start else "") + text[start:end].replace("\n", " ") + ("…" if end < len(text) else "")
+    end = at + len(plan.mask(lit.value))
+    start, end = max(0, at - width), min(len(text), end + width)
+    return ("…" if start else "") + text[start:end].replace("\n", " ") + \
+        ("…" if end < len(text) else "")
 
 
 def _feedback(plan: _Plan, previous: AttemptResult) -> str:

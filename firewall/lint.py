@@ -7,6 +7,7 @@ import re._parser as sre_parse
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import regex
 
@@ -73,19 +74,23 @@ def _repeat_chars(av) -> frozenset[str] | None:
     return _charset(*body[0]) if len(body) == 1 else None
 
 
-def _walk(pattern: sre_parse.SubPattern, inside_repeat: bool) -> Iterable[str]:
+def _walk(pattern: sre_parse.SubPattern, inside_repeat: bool, wrap: Any = None
+          ) -> Iterable[str]:
+    """``wrap``: the first item of the enclosing repeated group, which follows an item that
+    ends the group (the next round starts with it)."""
     items = pattern.data
     for i, (op, av) in enumerate(items):
         if op in _REPEATS:
             _, max_count, body = av
-            if inside_repeat and _unbounded(max_count) and not _fenced(av, items[i + 1:]):
+            if inside_repeat and _unbounded(max_count) and not _fenced(av, items[i + 1:], wrap):
                 yield ("nested quantifiers (a repeated group containing an unbounded repeat "
                        "that nothing separates from the next round) can backtrack "
                        "exponentially; make the inner part possessive (*+, ++) or atomic "
                        "((?>...)), or end it with a separator it cannot match")
-            yield from _walk(body, inside_repeat or _unbounded(max_count))
+            first = body.data[0] if _unbounded(max_count) and body.data else wrap
+            yield from _walk(body, inside_repeat or _unbounded(max_count), first)
         elif op is C.SUBPATTERN:
-            yield from _walk(av[3], inside_repeat)
+            yield from _walk(av[3], inside_repeat, wrap if i == len(items) - 1 else None)
         elif op is C.BRANCH:
             branches = av[1]
             if inside_repeat and _overlapping(branches):
@@ -93,17 +98,30 @@ def _walk(pattern: sre_parse.SubPattern, inside_repeat: bool) -> Iterable[str]:
                        "(a|aa)+, backtrack exponentially; make the alternatives disjoint or "
                        "the group atomic ((?>...))")
             for branch in branches:
-                yield from _walk(branch, inside_repeat)
+                yield from _walk(branch, inside_repeat, wrap if i == len(items) - 1 else None)
         # possessive repeats and atomic groups never backtrack into themselves: not walked
 
 
-def _fenced(repeat_av, rest) -> bool:
-    """An inner repeat followed by a mandatory character it cannot match is linear."""
+def _mandatory_chars(item) -> frozenset[str] | None:
+    """Characters the next character must be one of, when ``item`` must match at least once."""
+    op, av = item
+    if op in _REPEATS and av[0] >= 1:
+        return _repeat_chars(av)
+    return _charset(op, av)
+
+
+def _fenced(repeat_av, rest, wrap) -> bool:
+    """An inner repeat is linear when a mandatory character it cannot match separates it from
+    what could take over its text: the item right after it, or the character that starts
+    every round of the enclosing repeat (``wrap``)."""
     chars = _repeat_chars(repeat_av)
-    if chars is None or not rest:
+    if chars is None:
         return False
-    follower = _charset(*rest[0])
-    return follower is not None and not (chars & follower)
+    for item in ([rest[0]] if rest else []) + ([wrap] if wrap is not None else []):
+        fence = _mandatory_chars(item)
+        if fence is not None and not (chars & fence):
+            return True
+    return False
 
 
 def _overlapping(branches: list[sre_parse.SubPattern]) -> bool:

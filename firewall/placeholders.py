@@ -19,7 +19,7 @@ from .turns import ToolCall, Turn
 
 _PLACEHOLDER = regex.compile(r"\[\[SECRET_(\d+)\]\]")
 # what a summarizer makes of a placeholder it damaged: brackets lost or changed, case changed
-_DAMAGED = regex.compile(r"(?i)(?<![\w\[])\[?\s*secret[_ ]\d+\s*\]?(?!\])|\[\[secret_\d+\](?!\])")
+_DAMAGED = regex.compile(r"(?i)(?<![\w\[])\[{0,2}\s*secret[_ ]\d+\s*\]{0,2}(?!\])")
 
 
 @dataclass
@@ -70,5 +70,8 @@ class Placeholders:
             return value
 
         restored = _PLACEHOLDER.sub(put_back, text)
-        problems.extend(m.group(0) for m in _DAMAGED.finditer(restored))
+        # unknown well-formed placeholders are already reported; anything else secret-like is
+        # a placeholder the summarizer damaged (brackets lost, case changed)
+        problems.extend(m.group(0) for m in _DAMAGED.finditer(restored)
+                        if not _PLACEHOLDER.fullmatch(m.group(0)))
         return restored, problems

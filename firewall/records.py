@@ -54,9 +54,12 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     ``injected``: whether the ledger block was placed in the context (default: if compacted)."""
     injected = compacted if injected is None else injected
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
+    secrets = [e.value for e in ledger.entries if e.sensitive]
     outcomes = []
     for entry in ledger.entries:
         value = entry.value
+        # a value that contains a secret is stored hashed too
+        sensitive = entry.sensitive or any(s in value for s in secrets)
         in_summary = summary is not None and value in summary
         finding = mutated.get(value)
         if opaque:
@@ -70,13 +73,15 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
         else:
             status = "reinjected"
         outcomes.append(LiteralOutcome.of(
-            value, key=key, sensitive=entry.sensitive, rule=entry.rule, role=entry.role,
+            value, key=key, sensitive=sensitive, rule=entry.rule, role=entry.role,
             turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
             in_ledger=injected, in_tail=value in verbatim,
             detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
     for eviction in evicted:
         outcomes.append(LiteralOutcome.of(
             eviction.value, key=key, rule=eviction.rule, role=eviction.role, turn=0,
+            sensitive=getattr(eviction, "sensitive", False)
+            or any(s in eviction.value for s in secrets),
             status="evicted", in_summary=summary is not None and eviction.value in summary,
             in_tail=eviction.value in verbatim, detail=eviction.reason))
     return outcomes
