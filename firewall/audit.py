@@ -617,7 +617,8 @@ class SQLiteAuditLog(_Keyed):
                                  (name, datetime.now(timezone.utc).isoformat()))
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # a failed COMMIT (disk full) has already rolled back
+                    conn.execute("ROLLBACK")
                 raise
 
     # -- writing

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 def luhn(value: str) -> bool:
     """Payment card numbers and IMEIs: the Luhn mod-10 check over the digits."""
-    digits = [int(c) for c in value if c.isdigit()]
+    digits = [int(c) for c in value if c.isdecimal()]  # isdigit() also takes '²'
     if len(digits) < 2:
         return False
     total = 0
@@ -29,7 +29,7 @@ def iban_mod97(value: str) -> bool:
 
 def aba_routing(value: str) -> bool:
     """US bank routing numbers: weights 3, 7, 1 over nine digits."""
-    digits = [int(c) for c in value if c.isdigit()]
+    digits = [int(c) for c in value if c.isdecimal()]
     if len(digits) != 9:
         return False
     return sum(d * w for d, w in zip(digits, (3, 7, 1) * 3)) % 10 == 0

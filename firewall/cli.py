@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import FirewallError
+from .evaluate import add_eval_command
 from .hooks import add_hooks_commands
 from .suggest import add_suggest_command
 
@@ -383,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="packs to use (default: all built-in)")
         command.set_defaults(func=func)
     add_suggest_command(rules_sub)
+    add_eval_command(sub)
     add_hooks_commands(sub)
     return parser
 

@@ -8,7 +8,7 @@ the JSON walker in ``extract``.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ahocorasick
@@ -113,13 +113,13 @@ def _glued(text: str, i: int) -> bool:
     return 0 <= i < len(text) and text[i].isalnum()
 
 
-def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str
-             ) -> regex.Pattern[str]:
+def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str,
+             path: str | None = None) -> regex.Pattern[str]:
     try:
         return regex.compile(source, flags)
-    except regex.error as exc:
-        raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule_id,
-                        field=field_name) from None
+    except (regex.error, RecursionError, OverflowError) as exc:
+        raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule_id, field=field_name,
+                        path=path) from None
 
 
 def _re2_source(rule: RegexRule) -> str | None:
@@ -242,14 +242,14 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
     allow_by_qid: dict[str, tuple[regex.Pattern[str], ...]] = {}
     for owner, rule in zip(pack.owners, pack.rules):
         qid = f"{owner}/{rule.id}"
-        allow = tuple(_compile(p, 0, "allowlist.patterns", owner, rule.id)
+        allow = tuple(_compile(p, 0, "allowlist.patterns", owner, rule.id, pack.path)
                       for p in rule.allowlist.patterns)
         allow_by_qid[qid] = allow
         if isinstance(rule, RegexRule):
             flags = 0
             for name in rule.flags:
                 flags |= FLAGS[name]
-            pattern = _compile(rule.pattern, flags, "pattern", owner, rule.id)
+            pattern = _compile(rule.pattern, flags, "pattern", owner, rule.id, pack.path)
             compiled.append(CompiledRegex(
                 qid, owner, rule, pattern=pattern,
                 group="literal" if "literal" in pattern.groupindex else 0,
@@ -270,7 +270,8 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
             keys = "|".join(fnmatch.translate(k) for k in rule.keys)
             compiled.append(CompiledJsonKey(
                 qid, owner, rule, key_pattern=regex.compile(keys),
-                value_pattern=_compile(rule.value_pattern, 0, "value_pattern", owner, rule.id) if rule.value_pattern else None))
+                value_pattern=_compile(rule.value_pattern, 0, "value_pattern", owner, rule.id,
+                                                     pack.path) if rule.value_pattern else None))
         elif isinstance(rule, EntityRule):
             nlp = _load_spacy(rule, owner)
             if nlp is not None:

@@ -46,16 +46,28 @@ class ScanResult:
         return {t.turn for t in self.timeouts}
 
 
-def _json_leaves(node: Any, path: str, key: str | None = None) -> Iterator[tuple[str, str | None, Any]]:
-    """(path, nearest key, scalar) for every scalar; list items inherit their parent's key."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _json_leaves(v, f"{path}.{k}", str(k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _json_leaves(v, f"{path}[{i}]", key)
-    else:
-        yield path, key, node
+def _json_leaves(node: Any, path: str) -> Iterator[tuple[str, str | None, Any]]:
+    """(path, nearest key, scalar) for every scalar, in document order; list items inherit
+    their parent's key. An explicit stack: a caller's object may nest deeper than recursion."""
+    stack: list[Iterator[tuple[str, str | None, Any]]] = [iter([(path, None, node)])]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        where, key, value = item
+        if isinstance(value, (dict, list)):
+            stack.append(_children(where, key, value))
+        else:
+            yield where, key, value
+
+
+def _children(where: str, key: str | None, value: dict | list
+              ) -> Iterator[tuple[str, str | None, Any]]:
+    # a function, not a generator expression: each level keeps its own ``where`` and ``key``
+    if isinstance(value, dict):
+        return ((f"{where}.{k}", str(k), v) for k, v in value.items())
+    return ((f"{where}[{i}]", key, v) for i, v in enumerate(value))
 
 
 class JsonNumber(str):
@@ -216,9 +228,11 @@ class Scanner:
         self.timeouts: list[RuleTimeout] = []
         self.turns = 0
 
-    def add(self, turn: Turn) -> list[Literal]:
-        """Scan the next turn; returns the literals seen for the first time."""
-        found = self.extractor.scan_turn(turn, self.turns, skip=self.skip)
+    def add(self, turn: Turn, index: int | None = None) -> list[Literal]:
+        """Scan the next turn (numbered ``index``, by default the count of turns added so
+        far); returns the literals seen for the first time."""
+        found = self.extractor.scan_turn(turn, self.turns if index is None else index,
+                                         skip=self.skip)
         self.turns += 1
         self.timeouts.extend(found.timeouts)
         new = []

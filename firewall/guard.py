@@ -9,22 +9,24 @@ no pinned literal is lost: a failed compaction returns the conversation as it wa
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import secrets
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
 from .audit import AuditRecord, open_audit_log
 from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
-from .extract import Extractor, ScanResult
+from .extract import Extractor, Scanner
 from .formats import parse_messages
-from .ledger import Eviction, Ledger, LedgerEntry
+from .ledger import Eviction, Ledger, LedgerEntry, contextual_salience, uses
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
-from .records import AttemptResult, build_record, write_record
+from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
 from .turns import Conversation, Turn
@@ -85,11 +87,10 @@ class _Plan:
 
     conversation: Conversation
     span: Span
-    scan: ScanResult
+    pinned: Pinned
     ledger: Ledger
     required: list[Literal]
     compaction: int
-    evicted: list[Any]
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
 
@@ -152,27 +153,32 @@ class Firewall:
         return (self.required_mode == "all" or lit.severity == "required"
                 or (self.required_mode == "user" and lit.role == "user"))
 
-    def pin(self, ledger: Ledger, turns: Iterable[Turn], *, offset: int = 0,
-            compaction: int | None = None, seen: set[str] | None = None) -> Pinned:
-        """Extract ``turns`` into ``ledger`` and fit it to the budget, without summarizing.
+    def pin(self, ledger: Ledger, turns: Sequence[Turn], *, offset: int = 0,
+            compaction: int | None = None, seen: set[str] | None = None,
+            budget: int | None = None) -> Pinned:
+        """Extract ``turns`` into ``ledger``, drop values another entry carries, and fit the
+        budget by the span's salience: the one path a compaction, the vendor wrappers and
+        ``firewall eval`` share.
 
-        For wrappers that see a whole history with every request: ``seen`` (digests of raw
-        messages) keeps a message from being counted twice. Genuine ledger blocks are skipped;
-        turn numbers are ``offset`` + position, so provenance survives pruning.
+        Turn numbers are ``offset`` + position, so provenance survives pruning. Genuine ledger
+        blocks are skipped. ``seen`` (digests of raw messages) serves wrappers that receive a
+        whole history with every request: a message is never counted twice.
         """
-        literals, timeouts = [], []
+        scanner = Scanner(self.extractor, skip=lambda text: ledger_blocks(text, ledger))
         for i, turn in enumerate(turns):
             if seen is not None:
                 digest = json.dumps(turn.raw, sort_keys=True, ensure_ascii=False, default=str)
                 if digest in seen:
                     continue
                 seen.add(digest)
-            found = self.extractor.scan_turn(turn, offset + i,
-                                             skip=lambda text: ledger_blocks(text, ledger))
-            literals += found.literals
-            timeouts += found.timeouts
-        ledger.update(literals)
-        return Pinned(literals, timeouts, ledger.fit(self.budget_tokens, compaction=compaction))
+            scanner.add(turn, offset + i)
+        scan = scanner.result()
+        ledger.update(scan.literals)
+        dropped = ledger.drop_contained(compaction=compaction)
+        evicted = ledger.fit(self.budget_tokens if budget is None else budget,
+                             compaction=compaction,
+                             salience=contextual_salience(uses(ledger.entries, turns)))
+        return Pinned(scan.literals, scan.timeouts, dropped + evicted)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
@@ -182,29 +188,25 @@ class Firewall:
         ledger = ledger if ledger is not None else Ledger.new(conversation.id)
         span = choose_span(conversation.turns,
                            self.keep_last if keep_last is None else keep_last, self.keep_tokens)
-        skip = (lambda text: ledger_blocks(text, ledger))
-        scan = self.extractor.scan(conversation.turns[span.start:span.end], skip=skip)
-        for lit in scan.literals:  # provenance in this conversation's own turn numbers
-            lit.turn += span.start
-        scan.timeouts[:] = [type(t)(t.rule, t.turn + span.start, t.field) for t in scan.timeouts]
-        ledger.update(scan.literals)
         number = compaction or self.next_compaction(ledger.conversation_id)
-        evicted = ledger.fit(self.budget_tokens, compaction=number)
+        pinned = self.pin(ledger, conversation.turns[span.start:span.end], offset=span.start,
+                          compaction=number)
         kept = set(ledger.values())
-        required = [l for l in scan.literals if self.is_required(l) and l.value in kept]
+        required = [l for l in pinned.literals if self.is_required(l) and l.value in kept]
         placeholders = None
         if self.placeholders:
             placeholders = Placeholders()
             placeholders.add(e.value for e in ledger.entries if e.sensitive)
-            placeholders.add(l.value for l in scan.literals if l.sensitive)
-        return _Plan(conversation, span, scan, ledger, required, number, evicted, placeholders,
+            placeholders.add(l.value for l in pinned.literals if l.sensitive)
+        return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
                      [count_tokens(t.text) for t in conversation.turns])
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation, from the audit log if any."""
-        if self.audit is not None:
+        numbering = getattr(self.audit, "next_compaction_number", None)  # a sink may only write
+        if numbering is not None:
             try:
-                return self.audit.next_compaction_number(conversation_id)
+                return numbering(conversation_id)
             except AuditError:
                 pass  # the write will report it
         return fallback
@@ -277,7 +279,7 @@ class Firewall:
         if not usable:  # the summarizer failed: leave the conversation as it was
             error = last.error or "; ".join(last.problems)
             return self._result(plan, attempts, None, keep=set(), error=error)
-        summary, keep = last.summary, set(plan.scan.verbatim_turns)
+        summary, keep = last.summary, {t.turn for t in plan.pinned.timeouts}
         if not last.ok and self.policy == "repair":
             summary = _repair(summary, last.verdict)
         elif not last.ok and self.policy == "keep_source":
@@ -297,15 +299,20 @@ class Firewall:
             composed_text = f"{header}\n\n{summary}"
             messages = compose(conversation, span, composed_text, block, keep)
         verdict = attempts[-1].verdict if attempts else None
-        record = self._record(plan, attempts, summary, keep, error, block)
+        try:
+            key, key_error = audit_key(self.audit), None
+        except AuditError as exc:  # the compaction stands; secrets are still never in clear
+            key = secrets.token_bytes(32)
+            key_error = f"audit key unavailable, this record is hashed with a one-time key: {exc}"
+        record = self._record(plan, attempts, summary, keep, error, block, key)
         result = CompactionResult(messages=messages, ledger=ledger, record=record,
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation)
-        result.audit_error = write_record(self.audit, record)  # the compaction stands
+        result.audit_error = write_record(self.audit, record) or key_error
         return result
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
-                keep: set[int], error: str | None, block: str) -> AuditRecord:
+                keep: set[int], error: str | None, block: str, key: bytes) -> AuditRecord:
         span, turns = plan.span, plan.conversation.turns
         verbatim = "\n".join([turns[i].text for i in sorted(keep)] +
                               [t.text for t in turns[span.end:]])
@@ -318,9 +325,9 @@ class Firewall:
             compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
-            evicted=plan.evicted, attempts=attempts, compacted=summary is not None,
+            evicted=plan.pinned.evicted, attempts=attempts, compacted=summary is not None,
             error=error, verbatim=verbatim,
-            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok)
+            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key)
 
     # ── drivers ─────────────────────────────────────────────────────────────────────────
 
@@ -389,8 +396,9 @@ class CallableSummarizer:
         self.func = func
 
     def summarize(self, request: SummaryRequest) -> str:
-        messages = [t.raw if t.raw is not None else {"role": t.role, "content": t.text}
-                    for t in request.turns]
+        # copies: a function that edits its input must not change the caller's conversation
+        messages = [copy.deepcopy(t.raw) if t.raw is not None
+                    else {"role": t.role, "content": t.text} for t in request.turns]
         prompt = request.instructions + (f"\n\n{request.feedback}" if request.feedback else "")
         return self.func(messages + [{"role": "user", "content": prompt}])
 

@@ -50,7 +50,7 @@ class Allowlist(_Strict):
 class _RuleBase(_Strict):
     id: str = Field(pattern=RULE_ID, description="unique within the pack")
     description: str = ""
-    roles: list[Role] = Field(default_factory=lambda: list(DEFAULT_ROLES),
+    roles: list[Role] = Field(default_factory=lambda: list(DEFAULT_ROLES), min_length=1,
                               description="the turns the rule applies to")
     severity: TypingLiteral["required", "pin"] = Field(
         "pin", description="required: must appear in the summary itself; pin: the ledger suffices")
@@ -75,7 +75,7 @@ class JsonKeyRule(_RuleBase):
     kind: TypingLiteral["json_key"]
     keys: list[str] = Field(min_length=1, description="key names or glob patterns such as *_id")
     value_pattern: str | None = Field(None, description="regex the whole value must match")
-    roles: list[Role] = Field(default_factory=lambda: ["tool", "assistant"])
+    roles: list[Role] = Field(default_factory=lambda: ["tool", "assistant"], min_length=1)
 
 
 class TermsRule(_RuleBase):
@@ -100,7 +100,7 @@ RULE_KINDS = ("regex", "json_key", "terms", "entity")
 class Defaults(_Strict):
     """Values every rule of the pack takes unless it sets its own."""
 
-    roles: list[Role] | None = None
+    roles: list[Role] | None = Field(None, min_length=1)
     severity: TypingLiteral["required", "pin"] | None = None
     sensitive: bool | None = None
     priority: int | None = Field(None, ge=0, le=100)
@@ -177,6 +177,8 @@ def parse_pack(text: str, path: str = "<string>") -> PackSpec:
     """Parse and validate one pack's YAML text; every error names pack, rule, field and line."""
     try:
         raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except RecursionError:
+        raise PackError("invalid YAML: nested too deeply", path=path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise PackError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
@@ -250,7 +252,7 @@ def _check_compiles(rule: Any, pack: str | None, path: str, line_of: dict[str, i
             continue
         try:
             regex.compile(source)
-        except regex.error as exc:
+        except (regex.error, RecursionError, OverflowError) as exc:
             raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule.id, field=name,
                             path=path, line=line_of.get(name.split(".")[0])) from None
     checksum = getattr(rule, "checksum", None)

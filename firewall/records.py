@@ -80,8 +80,7 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     for eviction in evicted:
         outcomes.append(LiteralOutcome.of(
             eviction.value, key=key, rule=eviction.rule, role=eviction.role, turn=0,
-            sensitive=getattr(eviction, "sensitive", False)
-            or any(s in eviction.value for s in secrets),
+            sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
             status="evicted", in_summary=summary is not None and eviction.value in summary,
             in_tail=eviction.value in verbatim, detail=eviction.reason))
     return outcomes
@@ -104,9 +103,12 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
                  attempts: Iterable[AttemptResult], compacted: bool, error: str | None,
                  verbatim: str = "", tokens_after: int | None = None, repaired: bool = False,
                  opaque: bool = False, summarizer: str | None = None,
-                 injected: bool | None = None, audit: Any = None) -> AuditRecord:
-    """The record of one compaction; ``audit`` (default ``fw.audit``) supplies the hash key."""
-    key = audit_key(audit if audit is not None else fw.audit)
+                 injected: bool | None = None, audit: Any = None,
+                 key: bytes | None = None) -> AuditRecord:
+    """The record of one compaction; ``key`` hashes sensitive literals (default: the key of
+    ``audit``, itself defaulting to ``fw.audit``)."""
+    if key is None:
+        key = audit_key(audit if audit is not None else fw.audit)
     block = ledger.render()
     if tokens_after is None:
         tokens_after = count_tokens(block) + count_tokens(verbatim) + \

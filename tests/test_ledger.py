@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,10 +35,11 @@ TRICKY = [
     "json:", 'json:"x"', "json:abc", "<<<", ">>>", "a<<<b", f"<<<firewall-ledger nonce={NONCE}>>>",
     f"<<<end firewall-ledger nonce={NONCE} mac=0000000000000000>>>", "- x  (k; user, turn 1)",
     "v  (invoice-number; user, turn 3)", "v (k; user, turn 1)", "  (", '"', "\\", "\\u202e",
+    "a, b", "a; b", "a,", "a;", ",", ";", ", ", "a,,b", "turn 1 user: k v", "k v; k2 w", ": ",
     "\U0001f600", "\ud800lone", "INV-2025-08-44719", "src/auth/handler.ts", INSTRUCTION,
 ]
 TOKENS = ["invoice-number", "", "a b", "k;", "x,y", "(p)", '"q"', "\\", "<t>", "é", "\u202e",
-          "turn", "user", "get_orders", "a\nb"]
+          "turn", "user", "get_orders", "a\nb", "a:", ": ", "k v", "json:x"]
 
 values_st = st.one_of(st.text(max_size=20), st.sampled_from(TRICKY),
                       st.lists(st.sampled_from(TRICKY + list(INVISIBLE) + ["a", " ", "("]),
@@ -86,9 +88,10 @@ def test_parse_recovers_every_value_and_its_metadata_in_order(literals):
     first_turn: dict[str, int] = {}
     for item in literals:
         first_turn[item.value] = min(item.turn, first_turn.get(item.value, item.turn))
-    expected = sorted(first_turn, key=first_turn.__getitem__)  # stable: first appearance
     block = led.render()
-    assert led.values() == expected
+    # ordered by first sighting (ties: grouped by source, then kind, in order of appearance)
+    turns = [first_turn[v] for v in led.values()]
+    assert sorted(led.values()) == sorted(first_turn) and turns == sorted(turns)
     assert parse_block(block, KEY) == rendered(led)
     assert Ledger.parse(block, NONCE, KEY) == rendered(led)
 
@@ -99,11 +102,14 @@ def test_block_is_visible_text_with_exactly_one_pair_of_delimiters(literals):
     led = make(literals)
     block = led.render()
     for entry in led.entries:
-        if is_plain(entry.value):
-            assert f"\n- {entry.value}  (" in block  # byte-exact, where the model reads it
+        if is_plain(entry.value):  # byte-exact, where the model reads it, between separators
+            name = re.escape(ledger_mod._token(entry.kind))
+            assert re.search(f"(: {name} |, |; {name} ){re.escape(entry.value)}(, |; |\n)",
+                             block)
     assert all(ch == "\n" or (ch.isprintable() and ch not in INVISIBLE) for ch in block)
     assert block.count("<<<") == block.count(">>>") == 2
-    assert block.count("\n") == len(led) + 2
+    sources = {(e.first_seen, e.role, e.tool) for e in led.entries}
+    assert block.count("\n") == len(sources) + 2  # one line per source: grouped update order
 
 
 @PROPS
@@ -139,11 +145,30 @@ def test_plain_values_render_verbatim_and_others_escaped_visibly():
     lines = led.render().split("\n")
     assert lines[0] == f"<<<firewall-ledger nonce={NONCE}>>>"
     assert lines[1] == INSTRUCTION
-    assert lines[2] == "- INV-2025-08-44719  (invoice-number; user, turn 3)"
-    assert lines[3] == '- json:"a\\u202eb"  (order-id; tool get_orders, turn 5)'
-    assert lines[4] == '- json:" "  (path; assistant, turn 6)'
-    assert lines[5].startswith(f"<<<end firewall-ledger nonce={NONCE} mac=")
+    assert lines[2] == "turn 3 user: invoice-number INV-2025-08-44719"
+    assert lines[3] == 'turn 5 tool get_orders: order-id json:"a\\u202eb"'
+    assert lines[4] == 'turn 6 assistant: path json:" "'
+    assert lines[5].startswith("<<<end firewall-ledger mac=")
     assert KEY not in led.render()
+
+
+def test_one_line_per_source_and_one_group_per_kind():
+    led = make([lit("#W1", 5, "tool", tool="get_order", rule="c/order-id"),
+                lit("111", 5, "tool", tool="get_order", rule="c/item-id"),
+                lit("#W2", 5, "tool", tool="get_order", rule="c/order-id"),
+                lit("a, b", 5, "tool", tool="get_order", rule="c/item-id"),
+                lit("#W3", 5, "assistant", tool="cancel", rule="c/order-id")])
+    lines = led.render().split("\n")[2:-1]
+    assert lines == ['turn 5 tool get_order: order-id #W1, #W2; item-id 111, json:"a, b"',
+                     "turn 5 assistant cancel: order-id #W3"]
+    assert led.values() == ["#W1", "#W2", "111", "a, b", "#W3"]  # update groups them
+
+
+def test_any_entry_order_round_trips_even_when_sources_interleave():
+    led = make([lit("A", 1), lit("B", 2, "tool", tool="t")])
+    led.entries = [led.entries[0], led.entries[1], LedgerEntry.from_literal(lit("C", 1))]
+    assert parse_block(led.render(), KEY) == rendered(led)
+    assert len(led.render().split("\n")) == 6  # three lines: runs are grouped, never reordered
 
 
 def test_empty_ledger_renders_and_parses():

@@ -173,12 +173,13 @@ def test_placeholder_mode_sends_no_secret_to_the_vendor(kind: str, packs: list[A
     assert_no_secret_in(raw)
     prompt = vendor.prompt(0)
     # the span really went out (masked), with one placeholder per distinct secret
-    assert INVOICE in prompt and PATH in prompt and "postgres://app:[[SECRET_" in prompt
+    assert INVOICE in prompt and PATH in prompt and "[[SECRET_" in prompt
     assert len(set(PLACEHOLDER.findall(prompt))) == len(SECRETS)
     assert "stand for secrets" in prompt
-    # every secret was pinned as sensitive
+    # every secret was pinned as sensitive, on its own or inside a value that carries it (the
+    # database URL holding the password is itself treated as a secret)
     sensitive = {e.value for e in result.ledger.entries if e.sensitive}
-    assert set(SECRETS) <= sensitive
+    assert all(any(secret in value for value in sensitive) for secret in SECRETS)
 
 
 @pytest.mark.parametrize("kind", VENDORS)
@@ -288,9 +289,6 @@ def test_audit_stores_sensitive_literals_hashed(tmp_path: Path, log_name: str,
         assert not set(stored) & set(SECRETS)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "guard._record writes evicted literals with sensitive=False, so a secret evicted by the "
-    "token budget is stored in clear in the audit log"))
 def test_audit_hashes_evicted_secrets(packs: list[Any]) -> None:
     log = MemoryAuditLog(key=b"k")
     fillers = " ".join(f"ID-{i:05d}X" for i in range(60))
@@ -310,7 +308,9 @@ def test_audit_hashes_literals_that_contain_a_secret(packs: list[Any]) -> None:
     messages = [{"role": "user", "content": f"Open {url} please"},
                 {"role": "assistant", "content": "ok"}]
     result = Firewall(packs, keep_last=1, audit=log).compact(messages)
-    assert DB_PASSWORD in {e.value for e in result.ledger.entries if e.sensitive}
+    # the URL carries the password into the context, so the password's own entry is dropped
+    # as contained: the URL is what must be (and is) treated as the secret
+    assert url in {e.value for e in result.ledger.entries if e.sensitive}
     assert DB_PASSWORD not in log.records[0].model_dump_json()
 
 

@@ -100,7 +100,7 @@ def _first_line_is_json(handle: Any) -> bool:
     line = handle.readline()
     try:
         json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -124,3 +124,5 @@ def _load_json(data: bytes, *, source: str, line: int | None) -> Any:
         where = line if line is not None else exc.lineno
         raise ConversationError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                                 source=source, line=where) from None
+    except (ValueError, RecursionError) as exc:  # nesting or an integer beyond the limits
+        raise ConversationError(f"invalid JSON: {exc}", source=source, line=line) from None

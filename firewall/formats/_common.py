@@ -22,6 +22,13 @@ def check_role(message: Any, index: int, allowed: tuple[str, ...] = ROLES) -> st
     return role
 
 
+def string_id(value: Any, index: int, field: str) -> str | None:
+    """A call / tool-use id: a string or absent (ids are used as lookup keys)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise field_error(index, field, f"expected a string id, got {type(value).__name__}")
+
+
 def text_of(content: Any, index: int, field: str = "content") -> str:
     """Visible text of a string, ``None`` or a list of ``{"type": "text", "text"}`` blocks."""
     if content is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..turns import ToolCall, Turn
-from ._common import check_role, field_error, text_of
+from ._common import check_role, field_error, string_id, text_of
 
 
 def system_turn(system: Any) -> Turn:
@@ -28,17 +28,22 @@ def to_turns(messages: list[Any]) -> list[Turn]:
         for n, block in enumerate(content):
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text":
-                texts.append(block.get("text") or "")
+                text = block.get("text")
+                if text is not None and not isinstance(text, str):
+                    raise field_error(i, f"content[{n}].text", "expected text")
+                texts.append(text or "")
             elif kind == "tool_use":
                 name, arguments = block.get("name"), block.get("input", {})
                 if not isinstance(name, str):
                     raise field_error(i, f"content[{n}].name", "expected a tool name")
                 if not isinstance(arguments, dict):
                     raise field_error(i, f"content[{n}].input", "expected a JSON object")
-                calls.append(ToolCall(name, arguments, block.get("id")))
-                names[block.get("id")] = name
+                use_id = string_id(block.get("id"), i, f"content[{n}].id")
+                calls.append(ToolCall(name, arguments, use_id))
+                names[use_id] = name
             elif kind == "tool_result":
-                results.append((block.get("tool_use_id"),
+                results.append((string_id(block.get("tool_use_id"), i,
+                                          f"content[{n}].tool_use_id"),
                                 text_of(block.get("content"), i, f"content[{n}].content")))
             elif not isinstance(block, dict):
                 raise field_error(i, f"content[{n}]", "expected a content block object")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..turns import ToolCall, Turn
-from ._common import check_role, field_error, text_of
+from ._common import check_role, field_error, string_id, text_of
 
 
 def to_turns(messages: list[Any]) -> list[Turn]:
@@ -19,10 +19,13 @@ def to_turns(messages: list[Any]) -> list[Turn]:
             arguments = call.get("arguments", {})
             if not isinstance(arguments, dict):
                 raise field_error(i, f"tool_calls[{n}].arguments", "expected a JSON object")
-            calls.append(ToolCall(call["name"], arguments, call.get("id")))
+            calls.append(ToolCall(call["name"], arguments,
+                                  string_id(call.get("id"), i, f"tool_calls[{n}].id")))
+        name = message.get("name")
         turns.append(Turn(role=role, text=text_of(message.get("content"), i),
-                          tool_calls=tuple(calls), tool_name=message.get("name"),
-                          tool_call_id=message.get("tool_call_id"), raw=message))
+                          tool_calls=tuple(calls), tool_name=name if isinstance(name, str) else None,
+                          tool_call_id=string_id(message.get("tool_call_id"), i, "tool_call_id"),
+                          raw=message))
     return turns
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..turns import ToolCall, Turn
-from ._common import check_role, field_error, text_of
+from ._common import check_role, field_error, string_id, text_of
 
 ROLE_ALIASES = {"developer": "system"}
 
@@ -20,10 +20,11 @@ def to_turns(messages: list[Any]) -> list[Turn]:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 raise field_error(i, f"tool_calls[{n}].function.name", "expected a tool name")
+            call_id = string_id(call.get("id"), i, f"tool_calls[{n}].id")
             calls.append(ToolCall(function["name"], _arguments(function.get("arguments")),
-                                  call.get("id")))
-            names[call.get("id")] = function["name"]
-        call_id = message.get("tool_call_id")
+                                  call_id))
+            names[call_id] = function["name"]
+        call_id = string_id(message.get("tool_call_id"), i, "tool_call_id")
         turns.append(Turn(role=ROLE_ALIASES.get(role, role), text=text_of(message.get("content"), i),
                           tool_calls=tuple(calls), tool_name=names.get(call_id) if call_id else None,
                           tool_call_id=call_id, raw=message))
@@ -38,7 +39,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
         return {}
     try:
         parsed = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {"arguments": str(raw)}
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConversationError
 from ..turns import ToolCall, Turn
-from ._common import field_error, text_of
+from ._common import field_error, string_id, text_of
 from .openai_chat import _arguments
 
 ROLE_ALIASES = {"developer": "system"}
@@ -42,11 +42,12 @@ def to_turns(items: list[Any]) -> list[Turn]:
             # function arguments are a JSON string; a custom tool's input is free text
             arguments = (_arguments(item.get("arguments")) if kind == "function_call"
                          else {"input": item.get("input", "")})
+            call_id = string_id(item.get("call_id"), i, "call_id")
             turns.append(Turn(role="assistant", tool_calls=(
-                ToolCall(name, arguments, item.get("call_id")),), raw=item))
-            names[item.get("call_id")] = name
+                ToolCall(name, arguments, call_id),), raw=item))
+            names[call_id] = name
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            call_id = item.get("call_id")
+            call_id = string_id(item.get("call_id"), i, "call_id")
             turns.append(Turn(role="tool", text=_output_text(item.get("output"), i),
                               tool_name=item.get("name") or names.get(call_id),
                               tool_call_id=call_id, raw=item))

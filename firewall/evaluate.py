@@ -1,0 +1,504 @@
+"""Replay evaluation: load-bearing literal recall of the ledger on recorded conversations.
+
+For a conversation of ``n`` messages and a fraction ``f``, messages ``0..k`` with
+``k = floor(f * n)`` are compacted (the system message counts). The ledger is built exactly as a
+compaction builds it (``Firewall.pin``: extraction over the span, ``Ledger.update``, ``Ledger.fit``)
+and compared with the **gold set** ``G_k`` of DESIGN.md: every string in the arguments of a tool
+call made after ``k`` that appears verbatim in a message at or before ``k``, the system prompt
+excluded. Argument values of 3+ characters are taken whole (numbers as strings); free-text
+arguments (a newline, more than three words, or over 40 characters) are split into tokens of
+4+ characters on whitespace, quotes and brackets. A string *occurs* in a text only where it is
+not glued to a letter or digit on either side (``100`` is not in ``1000``).
+
+``strict`` gold is every whole value and every token of a non-``other`` kind; ``ID-like`` gold is
+strict, 4+ characters, with a digit, ``/`` or ``@``. Reported per source file and fraction:
+recall of the rendered ledger block alone, of the ledger plus the verbatim last N messages,
+ledger cost (block tokens / tokens of messages ``1..k``), and baselines on the same cuts: user
+messages verbatim (Codex-style), the last N messages, both, and an oracle ledger holding exactly
+the gold, rendered the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from .ledger import Ledger
+from .literals import Literal
+from .tokens import count_tokens
+from .turns import Conversation, Turn
+
+FRACTIONS = (0.25, 0.5, 0.75)
+MIN_VALUE, MIN_TOKEN = 3, 4
+FREE_TEXT_WORDS, FREE_TEXT_CHARS = 3, 40
+
+_PUNCT = ".,;:!?"
+_SPLIT = regex.compile(r"""[\s"'`()\[\]{}<>]+""")
+# Kinds of a gold string; only "other" tokens are outside the strict set.
+_KINDS = (
+    ("email", regex.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+    ("numeric", regex.compile(r"\$?\d[\d,]*(?:\.\d+)?,?")),
+    ("alnum_code", regex.compile(r"#?[A-Za-z0-9][A-Za-z0-9_\-]*\.?")),
+    ("identifier", regex.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+"
+                                 r"|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*")),
+)
+
+
+# ── gold ─────────────────────────────────────────────────────────────────────────────────────
+
+def literal_kind(text: str) -> str:
+    """``email``, ``numeric``, ``alnum_code`` (a code with a digit, or all capitals),
+    ``identifier`` (snake_case or camelCase) or ``other``."""
+    for kind, pattern in _KINDS:
+        if pattern.fullmatch(text):
+            if kind == "alnum_code" and not (any(c.isdigit() for c in text) or text.isupper()):
+                continue
+            return kind
+    return "other"
+
+
+def id_like(text: str) -> bool:
+    return len(text) >= MIN_TOKEN and any(c.isdigit() or c in "/@" for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class Gold:
+    """One load-bearing string: where the future needs it and where the past showed it."""
+
+    literal: str
+    mode: str  # "value" (a whole argument value) or "token" (of a free-text argument)
+    kind: str
+    used_in: int  # index of the first later message whose tool call uses it
+    tool: str
+    arg: str
+    first_seen: int  # first message at or before k where it occurs
+    role: str
+
+    @property
+    def strict(self) -> bool:
+        return self.mode == "value" or self.kind != "other"
+
+    @property
+    def id_like(self) -> bool:
+        return self.strict and id_like(self.literal)
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return json.dumps(value)  # numbers as the JSON text the tool received
+    return None
+
+
+def _leaves(node: Any, key: str) -> Iterator[tuple[str, str]]:
+    """(argument name, string) for every scalar of a tool call's arguments."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, str(k))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v, key)
+    else:
+        text = _scalar(node)
+        if text is not None:
+            yield key, text
+
+
+def is_free_text(value: str) -> bool:
+    return ("\n" in value or len(value.split()) > FREE_TEXT_WORDS
+            or (len(value) > FREE_TEXT_CHARS and any(c.isspace() for c in value)))
+
+
+def argument_strings(arguments: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(arg, string, mode) candidates of one tool call, by the DESIGN.md definition."""
+    for arg, text in _leaves(arguments, ""):
+        if is_free_text(text):
+            for token in _SPLIT.split(text):
+                if len(token) >= MIN_TOKEN:
+                    yield arg, token, "token"
+        elif len(text) >= MIN_VALUE:
+            yield arg, text, "value"
+
+
+def occurs(needle: str, haystack: str) -> bool:
+    """``needle`` is in ``haystack`` somewhere not glued to a letter or digit."""
+    start = haystack.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        if (start == 0 or not haystack[start - 1].isalnum()) and \
+                (end == len(haystack) or not haystack[end].isalnum()):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+def call_text(turn: Turn) -> str:
+    """The tool calls of a turn as the model sees them: name and JSON arguments."""
+    return "\n".join(f"{c.name} {json.dumps(c.arguments, ensure_ascii=False)}"
+                     for c in turn.tool_calls)
+
+
+def turn_text(turn: Turn) -> str:
+    """Everything a message puts in the context: its text and its tool calls."""
+    calls = call_text(turn)
+    return f"{turn.text}\n{calls}" if calls else turn.text
+
+
+def _seen_texts(turn: Turn) -> list[str]:
+    # argument values one by one: a JSON dump would escape quotes the model wrote plainly
+    return [turn.text] + [s for c in turn.tool_calls for _, s in _leaves(c.arguments, "")]
+
+
+def gold_set(conversation: Conversation, k: int,
+             sys_only: list[str] | None = None) -> list[Gold]:
+    """``G_k``: unique strings, in order of first use after ``k``.
+
+    A string found only in the system prompt is not gold (it is appended to ``sys_only``). A
+    token found nowhere as written is tried without its sentence punctuation (``4579334072,``
+    in "ID: 4579334072, ..." is the ID ``4579334072``).
+    """
+    turns = conversation.turns
+    past = [(i, t.role, "\n".join(_seen_texts(t))) for i, t in enumerate(turns[:k + 1])
+            if t.role != "system"]
+    system = "\n".join(t.text for t in turns[:k + 1] if t.role == "system")
+
+    def first_seen(text: str) -> tuple[int, str] | None:
+        return next(((i, role) for i, role, body in past if occurs(text, body)), None)
+
+    gold: dict[str, Gold] = {}
+    excluded: dict[str, None] = {}
+    for used_in in range(k + 1, len(turns)):
+        for call in turns[used_in].tool_calls:
+            for arg, text, mode in argument_strings(call.arguments):
+                if text in gold or text in excluded:
+                    continue
+                seen = first_seen(text)
+                if seen is None and not occurs(text, system) and mode == "token":
+                    stripped = text.strip(_PUNCT)
+                    if len(stripped) >= MIN_TOKEN and stripped != text:
+                        text = stripped
+                        if text in gold or text in excluded:
+                            continue
+                        seen = first_seen(text)
+                if seen is not None:
+                    gold[text] = Gold(text, mode, literal_kind(text), used_in, call.name, arg,
+                                      seen[0], seen[1])
+                elif occurs(text, system):
+                    excluded[text] = None
+    if sys_only is not None:
+        sys_only.extend(excluded)
+    return list(gold.values())
+
+
+def cut_points(n_messages: int, fractions: Iterable[float]) -> list[tuple[float, int]]:
+    """``(f, k)`` with ``k = floor(f * n)``; cuts that compact nothing or everything are skipped."""
+    return [(f, k) for f in fractions
+            if 1 <= (k := math.floor(f * n_messages)) < n_messages - 1]
+
+
+# ── one cut ──────────────────────────────────────────────────────────────────────────────────
+
+def oracle_ledger(conversation: Conversation, gold: Sequence[Gold]) -> Ledger:
+    """A ledger of exactly the gold, with its provenance, rendered like any other."""
+    ledger = Ledger.new(conversation.id)
+    turns = conversation.turns
+    ledger.update(Literal(value=g.literal, rule=f"gold/{g.kind}", turn=g.first_seen, role=g.role,
+                          start=0, end=len(g.literal),
+                          tool=turns[g.first_seen].tool_name if g.role == "tool" else None)
+                  for g in gold)
+    return ledger
+
+
+@dataclass
+class Cut:
+    """Everything measured at one (conversation, k)."""
+
+    id: str
+    source: str
+    frac: float
+    k: int
+    gold: list[Gold]
+    span_tokens: int
+    # name -> (text that would be in the context, its token cost)
+    contexts: dict[str, tuple[str, int]] = field(default_factory=dict)
+    literals: list[str] = field(default_factory=list)
+
+    def hits(self, name: str) -> list[bool]:
+        text = self.contexts[name][0]
+        return [occurs(g.literal, text) for g in self.gold]
+
+
+def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any, budget: int | str,
+                 keep_last: int, source: str = "", frac: float = 0.0) -> Cut:
+    """``budget``: tokens, or a share of the span's tokens written ``"5%"``."""
+    turns = conversation.turns
+    start = 0
+    while start < len(turns) and turns[start].role == "system":
+        start += 1
+    span = turns[start:k + 1]
+    texts = [turn_text(t) for t in span]
+    span_tokens = sum(count_tokens(t) for t in texts)
+
+    ledger = Ledger.new(conversation.id)
+    firewall.pin(ledger, turns[start:k + 1], offset=start,
+                 budget=budget_tokens(budget, span_tokens))
+    block = ledger.render()
+    gold = gold_set(conversation, k)
+    oracle = oracle_ledger(conversation, gold).render()
+
+    tail = "\n".join(texts[-keep_last:]) if keep_last > 0 else ""
+    user = "\n".join(x for t, x in zip(span, texts) if t.role == "user")
+    tail_user = "\n".join(x for i, (t, x) in enumerate(zip(span, texts))
+                          if t.role == "user" or i >= len(span) - keep_last)
+
+    def ctx(*parts: str) -> tuple[str, int]:
+        text = "\n".join(p for p in parts if p)
+        return text, sum(count_tokens(p) for p in parts if p)
+
+    cut = Cut(conversation.id, source, frac, k, gold, span_tokens,
+              literals=ledger.values())
+    cut.contexts = {
+        "ledger": ctx(block, _decoded(ledger)),
+        "ledger+tail": ctx(block, _decoded(ledger), tail),
+        "user": ctx(user),
+        "tail": ctx(tail),
+        "user+tail": ctx(tail_user),
+        "oracle": ctx(oracle),
+    }
+    # the decoded copy of escaped values is for matching only: cost is the block's
+    cut.contexts["ledger"] = (cut.contexts["ledger"][0], count_tokens(block))
+    cut.contexts["ledger+tail"] = (cut.contexts["ledger+tail"][0],
+                                   count_tokens(block) + (count_tokens(tail) if tail else 0))
+    return cut
+
+
+def budget_tokens(budget: int | str, span_tokens: int) -> int:
+    """An absolute budget, or ``"P%"`` of the span's tokens (rounded down)."""
+    if isinstance(budget, str) and budget.endswith("%"):
+        return int(float(budget[:-1]) * span_tokens / 100)
+    return int(budget)
+
+
+def _decoded(ledger: Ledger) -> str:
+    """Values the block shows JSON-escaped, as the model decodes them."""
+    from .ledger import is_plain
+
+    return "\n".join(v for v in ledger.values() if not is_plain(v))
+
+
+# ── the run ──────────────────────────────────────────────────────────────────────────────────
+
+CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "oracle")
+
+
+@dataclass
+class Tally:
+    """Micro-averaged recall and cost of one context over many cuts."""
+
+    hit: dict[str, int] = field(default_factory=lambda: {"id_like": 0, "strict": 0, "all": 0})
+    n: dict[str, int] = field(default_factory=lambda: {"id_like": 0, "strict": 0, "all": 0})
+    tokens: int = 0
+    span_tokens: int = 0
+    ratios: list[float] = field(default_factory=list)
+
+    def add(self, gold: Sequence[Gold], hits: Sequence[bool], tokens: int, span: int) -> None:
+        for g, ok in zip(gold, hits):
+            for bucket, member in (("all", True), ("strict", g.strict), ("id_like", g.id_like)):
+                if member:
+                    self.n[bucket] += 1
+                    self.hit[bucket] += ok
+        self.tokens += tokens
+        self.span_tokens += span
+        if span:
+            self.ratios.append(tokens / span)
+
+    def recall(self, bucket: str) -> float | None:
+        return self.hit[bucket] / self.n[bucket] if self.n[bucket] else None
+
+    def summary(self) -> dict[str, Any]:
+        return {"recall": {b: self.recall(b) for b in self.n}, "n": dict(self.n),
+                "hits": dict(self.hit), "cost_median": statistics.median(self.ratios)
+                if self.ratios else None,
+                "cost_total": self.tokens / self.span_tokens if self.span_tokens else None,
+                "tokens": self.tokens, "span_tokens": self.span_tokens}
+
+
+def source_of(path: str | Path) -> str:
+    name = Path(path).name
+    return name[:-6] if name.endswith(".jsonl") else Path(path).stem
+
+
+def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
+        packs: Sequence[Any] | None = None, budget: int | str = 2000, keep_last: int = 4,
+        ledgers: Any = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
+
+    ``ledgers``: a text stream receiving one JSON line per (conversation, k).
+    """
+    from .formats import read_conversations
+    from .guard import Firewall
+
+    firewall = Firewall(packs)  # the same extraction, ledger update and fit as a compaction
+    tallies: dict[tuple[str, str], dict[str, Tally]] = {}
+    cut_counts: dict[tuple[str, str], int] = {}
+    cuts = conversations = 0
+    for path in files:
+        source = source_of(path)
+        for conversation in read_conversations(path):
+            conversations += 1
+            for frac, k in cut_points(len(conversation.turns), fractions):
+                cut = evaluate_cut(conversation, k, firewall=firewall, budget=budget,
+                                   keep_last=keep_last, source=source, frac=frac)
+                cuts += 1
+                for group in ((source, _pct(frac)), (source, "all"), ("all", "all")):
+                    bucket = tallies.setdefault(group, {c: Tally() for c in CONTEXTS})
+                    cut_counts[group] = cut_counts.get(group, 0) + 1
+                    for name in CONTEXTS:
+                        bucket[name].add(cut.gold, cut.hits(name), cut.contexts[name][1],
+                                         cut.span_tokens)
+                if ledgers is not None:
+                    ledgers.write(json.dumps({
+                        "id": cut.id, "k": cut.k, "literals": cut.literals,
+                        "ledger_tokens": cut.contexts["ledger"][1],
+                        "span_tokens": cut.span_tokens}, ensure_ascii=False) + "\n")
+            if progress is not None:
+                progress(f"{source}: {conversations} conversation(s), {cuts} cut(s)")
+    return {"conversations": conversations, "cuts": cuts, "budget": budget,
+            "keep_last": keep_last, "fractions": list(fractions),
+            "groups": [{"source": s, "frac": f, "cuts": cut_counts[(s, f)],
+                        **{c: t.summary() for c, t in ts.items()}}
+                       for (s, f), ts in tallies.items()]}
+
+
+def _pct(frac: float) -> str:
+    return f"{frac * 100:g}%"
+
+
+# ── report ───────────────────────────────────────────────────────────────────────────────────
+
+def _p(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f}"
+
+
+def format_report(result: dict[str, Any]) -> str:
+    n = result["keep_last"]
+    head = ("source", "frac", "cuts", "ID-like", "strict",
+            "ledger ID", "ledger strict", "cost med", "cost total",
+            f"+last{n} ID", f"+last{n} strict", "cost",
+            "user ID", "user cost", f"last{n} ID", f"last{n} strict", "cost",
+            f"user+last{n} ID", "cost", "oracle ID", "oracle cost")
+    rows = []
+    order = {"all": "~"}  # the "all" rows after the per-fraction rows
+    for g in sorted(result["groups"], key=lambda g: (order.get(g["source"], g["source"]),
+                                                      order.get(g["frac"], g["frac"]))):
+        led, lt, us, ta, ut, orc = (g[c] for c in CONTEXTS)
+        rows.append((g["source"], g["frac"], g["cuts"], led["n"]["id_like"], led["n"]["strict"],
+                     _p(led["recall"]["id_like"]), _p(led["recall"]["strict"]),
+                     _p(led["cost_median"]), _p(led["cost_total"]),
+                     _p(lt["recall"]["id_like"]), _p(lt["recall"]["strict"]),
+                     _p(lt["cost_total"]),
+                     _p(us["recall"]["id_like"]), _p(us["cost_total"]),
+                     _p(ta["recall"]["id_like"]), _p(ta["recall"]["strict"]),
+                     _p(ta["cost_total"]),
+                     _p(ut["recall"]["id_like"]), _p(ut["cost_total"]),
+                     _p(orc["recall"]["id_like"]), _p(orc["cost_total"])))
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
+                 f"budget {result['budget']}"
+                 f"{'' if str(result['budget']).endswith('%') else ' tokens'}; "
+                 f"recall and cost in %")
+    return "\n".join(lines)
+
+
+# ── CLI ──────────────────────────────────────────────────────────────────────────────────────
+
+def _fractions(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected fractions like 0.25,0.5: {text!r}") from None
+    if not values or not all(0 < v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"fractions must be between 0 and 1: {text!r}")
+    return values
+
+
+def _budget(text: str) -> int | str:
+    try:
+        value = float(text[:-1]) if text.endswith("%") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected tokens or a percentage: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"the budget cannot be negative: {text!r}")
+    return text if text.endswith("%") else int(value)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .packs import load_packs
+
+    packs = load_packs(*(args.rules or ()))
+    progress = _progress_line(sys.stderr) if sys.stderr.isatty() else None
+    out = open(args.ledgers, "w", encoding="utf-8") if args.ledgers else None
+    try:
+        result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
+                     keep_last=args.keep_last, ledgers=out, progress=progress)
+    finally:
+        if out is not None:
+            out.close()
+        if progress is not None:
+            sys.stderr.write("\n")
+    sys.stdout.write((json.dumps(result, indent=1) if args.json else format_report(result))
+                     + "\n")
+    return 0
+
+
+def _progress_line(stream: Any) -> Callable[[str], None]:
+    def show(text: str) -> None:
+        stream.write(f"\r\x1b[Keval: {text}")
+        stream.flush()
+    return show
+
+
+def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``firewall eval`` on the CLI's subparsers."""
+    parser = subparsers.add_parser(
+        "eval", help="load-bearing literal recall of the ledger on recorded conversations")
+    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("--at", type=_fractions, default=list(FRACTIONS), metavar="F,F,...",
+                        help="compaction points as fractions of the messages (default "
+                             "0.25,0.5,0.75)")
+    parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
+                        help="built-in pack name or YAML path (repeatable; default: all built-in)")
+    parser.add_argument("--budget", type=_budget, default=2000, metavar="TOKENS|P%",
+                        help="ledger budget: tokens (default 2000, as compact), or a share "
+                             "of each compacted span, e.g. 5%%")
+    parser.add_argument("--keep-last", type=int, default=4, metavar="N",
+                        help="messages kept verbatim in the ledger+tail and tail baselines "
+                             "(default 4)")
+    parser.add_argument("--ledgers", metavar="OUT.jsonl",
+                        help="write one JSON line per (conversation, k) with the pinned literals")
+    parser.add_argument("--json", action="store_true", help="the full result as JSON")
+    parser.set_defaults(func=cmd_eval)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m firewall.evaluate FILE...``: the same as ``firewall eval``."""
+    parser = argparse.ArgumentParser(prog="firewall")
+    add_eval_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,172 @@
+"""Replay evaluation: the gold set of DESIGN.md, recall and cost arithmetic, baselines, the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from firewall.evaluate import (Gold, Tally, add_eval_command, budget_tokens, cut_points,
+                               evaluate_cut, gold_set, literal_kind, occurs, run)
+from firewall.guard import Firewall
+from firewall.formats import parse_messages
+from firewall.packs import load_packs
+from firewall.tokens import count_tokens
+
+
+def call(name: str, **arguments) -> dict:
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"name": name, "arguments": arguments, "id": name}]}
+
+
+def result(name: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": name, "name": name, "content": content}
+
+
+# message 0 is the system prompt; messages 0..3 are compacted at k = 3
+MESSAGES = [
+    {"role": "system", "content": "Policy: escalate with code ESC-77 and the word lookup."},
+    {"role": "user", "content": "Refund order #W1000, item 5000, please. Email a@b.io"},
+    call("get_order", order_id="#W1000"),
+    result("get_order", json.dumps({"items": [{"item_id": "5000"}, {"item_id": "12345"}],
+                                    "total": 100})),
+    call("refund", order_id="#W1000", item_ids=["5000", 1234], note="ok", code="ESC-77"),
+    call("transfer", summary="User wants refund for 12345, order #W1000, email a@b.io, "
+                             "lookup  failed (5000) 1234 twice"),
+]
+
+
+def conversation(messages=MESSAGES):
+    return parse_messages(messages, id="c1")
+
+
+def test_gold_takes_whole_values_and_tokens_of_free_text_seen_at_or_before_k():
+    gold = {g.literal: g for g in gold_set(conversation(), 3)}
+    # whole values (the list item 1234 is a number, taken as a string, but never seen before k;
+    # "ok" is under 3 characters; ESC-77 is only in the system prompt)
+    assert gold["#W1000"].mode == "value" and gold["#W1000"].used_in == 4
+    assert (gold["#W1000"].first_seen, gold["#W1000"].role) == (1, "user")
+    assert gold["5000"].mode == "value" and gold["5000"].arg == "item_ids"
+    assert "1234" not in gold and "ok" not in gold and "ESC-77" not in gold
+    # tokens of the free-text summary: 4+ characters, split on whitespace and brackets;
+    # "12345," is not in the past, but "12345" without its comma is (in the tool result)
+    assert gold["12345"].mode == "token" and gold["12345"].first_seen == 3
+    assert gold["a@b.io"].kind == "email" and "a@b.io," not in gold
+    assert "lookup" not in gold  # only in the system prompt
+    assert "User" not in gold and "wants" not in gold  # never said before k
+    # "#W1000," is kept with its comma where the past has it so; case matters ("Refund")
+    assert list(gold) == ["#W1000", "5000", "12345", "order", "#W1000,", "a@b.io"]
+
+
+def test_system_prompt_strings_are_reported_apart():
+    sys_only: list[str] = []
+    gold_set(conversation(), 3, sys_only)
+    assert sys_only == ["ESC-77", "lookup"]
+
+
+def test_a_match_glued_to_a_letter_or_digit_does_not_count():
+    assert occurs("100", "total 100.")
+    assert not occurs("100", "1000") and not occurs("100", "x100") and not occurs("100", "100a")
+    assert occurs("100", "1000 and (100)")  # a later clean occurrence counts
+    messages = [{"role": "system", "content": ""}, {"role": "user", "content": "code A1000"},
+                call("f", x="1000"), call("g", x="A1000")]
+    assert [g.literal for g in gold_set(parse_messages(messages), 1)] == ["A1000"]
+
+
+def test_kinds_and_the_strict_and_id_like_sets():
+    assert [literal_kind(x) for x in ("a.b@c.io", "$1,095.55", "10093,", "#W1845024.",
+                                      "#W1845024,", "USA", "user_id", "PayPal", "PayPal.",
+                                      "Street")] == [
+        "email", "numeric", "numeric", "alnum_code", "other", "alnum_code", "identifier",
+        "identifier", "other", "other"]
+    token = Gold("refund", "token", "other", 5, "t", "summary", 1, "user")
+    value = Gold("Austin", "value", "other", 5, "t", "city", 1, "user")
+    code = Gold("#W1000", "token", "alnum_code", 5, "t", "summary", 1, "user")
+    assert not token.strict and value.strict and not value.id_like and code.id_like
+
+
+def test_cut_points_floor_and_skip_empty_cuts():
+    assert cut_points(19, (0.25, 0.5, 0.75)) == [(0.25, 4), (0.5, 9), (0.75, 14)]
+    assert cut_points(3, (0.25, 0.75)) == []  # k = 0 compacts nothing, k = 2 leaves no future
+
+
+@pytest.fixture(scope="module")
+def firewall():
+    return Firewall(load_packs())
+
+
+def test_one_cut_measures_ledger_baselines_and_oracle(firewall):
+    cut = evaluate_cut(conversation(), 3, firewall=firewall, budget=2000, keep_last=1)
+    gold = [g.literal for g in cut.gold]
+    assert cut.span_tokens > 0
+    # the user message alone holds the order, item and email; the last message holds 12345
+    assert cut.hits("user") == [g in MESSAGES[1]["content"] for g in gold]
+    assert cut.hits("tail") == [occurs(g, MESSAGES[3]["content"]) for g in gold]
+    assert all(cut.hits("oracle"))
+    assert cut.hits("ledger")[:3] == [True, True, True]  # #W1000, 5000, 12345 are pinned
+    text, tokens = cut.contexts["ledger"]
+    assert tokens == count_tokens(text.split("\n<<<end")[0] + text[text.index("\n<<<end"):]) \
+        or tokens <= count_tokens(text)
+    assert cut.contexts["user"][1] == count_tokens(MESSAGES[1]["content"])
+
+
+def test_a_percentage_budget_is_a_share_of_the_span(firewall):
+    assert budget_tokens("5%", 2000) == 100 and budget_tokens(300, 2000) == 300
+    tight = evaluate_cut(conversation(), 3, firewall=firewall, budget="0%", keep_last=1)
+    assert tight.literals == []  # nothing fits a zero budget: every entry evicted
+
+
+def test_tally_micro_averages_recall_and_reports_median_and_total_cost():
+    tally = Tally()
+    strict = Gold("#W10", "value", "alnum_code", 0, "t", "a", 0, "user")
+    loose = Gold("word", "token", "other", 0, "t", "a", 0, "user")
+    tally.add([strict, loose], [True, False], tokens=10, span=100)
+    tally.add([strict], [False], tokens=30, span=100)
+    tally.add([], [], tokens=1, span=1000)
+    summary = tally.summary()
+    assert summary["recall"] == {"id_like": 0.5, "strict": 0.5, "all": 1 / 3}
+    assert summary["n"] == {"id_like": 2, "strict": 2, "all": 3}
+    assert summary["cost_median"] == pytest.approx(0.1)
+    assert summary["cost_total"] == pytest.approx(41 / 1200)
+
+
+def write_jsonl(path, conversations):
+    path.write_text("".join(json.dumps({"id": cid, "messages": m}) + "\n"
+                            for cid, m in conversations), encoding="utf-8")
+
+
+def test_run_groups_by_source_and_fraction_and_writes_ledgers(tmp_path):
+    data = tmp_path / "shop.jsonl"
+    write_jsonl(data, [("c1", MESSAGES), ("c2", MESSAGES[:1] + MESSAGES[1:])])
+    out = tmp_path / "ledgers.jsonl"
+    seen = []
+    with out.open("w", encoding="utf-8") as handle:
+        result = run([data], fractions=[0.5], ledgers=handle, progress=seen.append)
+    assert result["conversations"] == 2 and result["cuts"] == 2
+    groups = {(g["source"], g["frac"]) for g in result["groups"]}
+    assert groups == {("shop", "50%"), ("shop", "all"), ("all", "all")}
+    assert len(seen) == 2 and "2 cut(s)" in seen[-1]
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["id"], r["k"]) for r in lines] == [("c1", 3), ("c2", 3)]
+    assert set(lines[0]) == {"id", "k", "literals", "ledger_tokens", "span_tokens"}
+    assert "#W1000" in lines[0]["literals"] and lines[0]["ledger_tokens"] > 0
+
+
+def test_cli_handler_prints_a_table_or_json(tmp_path, capsys):
+    data = tmp_path / "shop.jsonl"
+    write_jsonl(data, [("c1", MESSAGES)])
+    parser = argparse.ArgumentParser()
+    add_eval_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["eval", str(data), "--at", "0.5", "--budget", "5%",
+                              "--ledgers", str(tmp_path / "l.jsonl"), "--json"])
+    assert args.func(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["budget"] == "5%" and result["cuts"] == 1
+    assert (tmp_path / "l.jsonl").read_text(encoding="utf-8").count("\n") == 1
+    args = parser.parse_args(["eval", str(data), "--at", "0.5", "--keep-last", "2"])
+    assert args.func(args) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| source |") and "+last2 ID" in table and "| shop | 50% |" in table
+    with pytest.raises(SystemExit):
+        parser.parse_args(["eval", str(data), "--at", "1.5"])
