@@ -18,9 +18,23 @@ from .checksums import CHECKSUMS
 from .errors import PackError
 from .packs import EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
 
+# `requires:` tests: cheaper after a match than lookaheads before every candidate position
+REQUIRES = {
+    "digit": lambda v: any(c.isdigit() for c in v),
+    "letter": lambda v: any(c.isalpha() for c in v),
+    "upper": lambda v: any(c.isupper() for c in v),
+    "lower": lambda v: any(c.islower() for c in v),
+}
 FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall": regex.DOTALL,
          "verbose": regex.VERBOSE}
 INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
+# `requires:` tests: cheaper after a match than lookaheads before every candidate position
+REQUIRES = {
+    "digit": lambda v: any(c.isdigit() for c in v),
+    "letter": lambda v: any(c.isalpha() for c in v),
+    "upper": lambda v: any(c.isupper() for c in v),
+    "lower": lambda v: any(c.islower() for c in v),
+}
 
 
 @dataclass(eq=False)
@@ -46,6 +60,7 @@ class CompiledRegex(CompiledRule):
     group: str | int = 0
     keywords: tuple[str, ...] = ()
     checksum: Any = None
+    requires: tuple[Any, ...] = ()  # character-class tests the whole value must pass
     re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
 
     def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
@@ -55,6 +70,8 @@ class CompiledRegex(CompiledRule):
             if start < 0 or start == end:
                 continue
             value = text[start:end]
+            if self.requires and not all(test(value) for test in self.requires):
+                continue
             if self.checksum is not None and not self.checksum(value):
                 continue
             if self.allowed(value):
@@ -130,7 +147,7 @@ def _re2_source(rule: RegexRule) -> str | None:
     `regex` finds none. `$` (which `regex` also matches before a final newline) and verbose mode
     are left to `regex` alone.
     """
-    if "verbose" in rule.flags or "$" in rule.pattern:
+    if "verbose" in rule.flags:
         return None
     relaxed = relax(rule.pattern)
     if relaxed is None:
@@ -144,7 +161,8 @@ _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 
 def relax(pattern: str) -> str | None:
     """``pattern`` without lookarounds, possessive quantifiers or atomic groups; None if the
-    pattern is too unusual to rewrite safely (the caller then skips RE2 for it)."""
+    pattern is too unusual to rewrite safely or uses the ``$`` anchor (`regex` also matches it
+    before a final newline, RE2 does not): the caller then skips RE2 for it."""
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class, class_start = False, -1
@@ -172,6 +190,8 @@ def relax(pattern: str) -> str | None:
                 return None
             i = end + 1  # an assertion dropped: matches can only widen
             continue
+        if ch == "$":
+            return None
         if pattern.startswith("(?>", i):
             out.append("(?:")
             i += 3
@@ -255,6 +275,7 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 group="literal" if "literal" in pattern.groupindex else 0,
                 keywords=tuple(k.lower() for k in rule.keywords),
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
+                requires=tuple(REQUIRES[name] for name in rule.requires),
                 re2_source=_re2_source(rule)))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()

@@ -69,6 +69,10 @@ class RegexRule(_RuleBase):
         default_factory=list,
         description="prefilter: the rule runs only on texts containing one of these (any case)")
     checksum: str | None = Field(None, description="a validator from the checksum registry")
+    requires: list[TypingLiteral["digit", "letter", "upper", "lower"]] = Field(
+        default_factory=list,
+        description="character classes the kept value must contain (checked after a match: "
+                    "cheaper than a lookahead tried at every position)")
 
 
 class JsonKeyRule(_RuleBase):
