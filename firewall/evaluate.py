@@ -32,6 +32,7 @@ from typing import Any
 
 import regex
 
+from .extract import scalar_leaves
 from .ledger import Ledger
 from .literals import Literal
 from .tokens import count_tokens
@@ -92,28 +93,6 @@ class Gold:
         return self.strict and id_like(self.literal)
 
 
-def _scalar(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return json.dumps(value)  # numbers as the JSON text the tool received
-    return None
-
-
-def _leaves(node: Any, key: str) -> Iterator[tuple[str, str]]:
-    """(argument name, string) for every scalar of a tool call's arguments."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _leaves(v, str(k))
-    elif isinstance(node, list):
-        for v in node:
-            yield from _leaves(v, key)
-    else:
-        text = _scalar(node)
-        if text is not None:
-            yield key, text
-
-
 def is_free_text(value: str) -> bool:
     return ("\n" in value or len(value.split()) > FREE_TEXT_WORDS
             or (len(value) > FREE_TEXT_CHARS and any(c.isspace() for c in value)))
@@ -121,7 +100,8 @@ def is_free_text(value: str) -> bool:
 
 def argument_strings(arguments: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     """(arg, string, mode) candidates of one tool call, by the DESIGN.md definition."""
-    for arg, text in _leaves(arguments, ""):
+    for arg, text in scalar_leaves(arguments):
+        arg = arg or ""
         if is_free_text(text):
             for token in _SPLIT.split(text):
                 if len(token) >= MIN_TOKEN:
@@ -156,7 +136,7 @@ def turn_text(turn: Turn) -> str:
 
 def _seen_texts(turn: Turn) -> list[str]:
     # argument values one by one: a JSON dump would escape quotes the model wrote plainly
-    return [turn.text] + [s for c in turn.tool_calls for _, s in _leaves(c.arguments, "")]
+    return [turn.text] + [s for c in turn.tool_calls for _, s in scalar_leaves(c.arguments)]
 
 
 def gold_set(conversation: Conversation, k: int,

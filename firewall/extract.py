@@ -70,6 +70,14 @@ def _children(where: str, key: str | None, value: dict | list
     return ((f"{where}[{i}]", key, v) for i, v in enumerate(value))
 
 
+def scalar_leaves(node: Any) -> Iterator[tuple[str | None, str]]:
+    """(nearest key, text) of every string or number in a JSON value, in document order."""
+    for _, key, value in _json_leaves(node, ""):
+        text = _scalar_text(value)
+        if text is not None:
+            yield key, text
+
+
 class JsonNumber(str):
     """A number from a JSON tool result, kept as its source text: ``1030.40`` stays ``1030.40``."""
 
@@ -84,7 +92,8 @@ def _scalar_text(value: Any) -> str | None:
     return None
 
 
-def _parse_json(text: str) -> Any | None:
+def parse_json(text: str) -> Any | None:
+    """A JSON tool result, numbers kept as their source text; None when it is not JSON."""
     stripped = text.lstrip()
     if not stripped or stripped[0] not in "{[":
         return None
@@ -168,7 +177,7 @@ class Extractor:
         tool = turn.tool_name
         self.scan_text(text, turn.role, turn=index, tool=tool, out=out)
         if turn.role == "tool" and self._by_role["tool"].json_key:
-            parsed = _parse_json(text)
+            parsed = parse_json(text)
             if parsed is not None:
                 self.scan_json(parsed, "tool", turn=index, root="content", tool=tool, out=out,
                                text_rules=False)

@@ -26,7 +26,7 @@ from typing import Any
 
 import regex
 
-from .extract import Extractor, Scanner
+from .extract import Extractor, Scanner, parse_json, scalar_leaves
 from .packs import Pack
 from .toolschema import is_identifier_name, validated_pack
 from .turns import Conversation, Turn
@@ -96,26 +96,6 @@ class Suggestion:
 
 # ── mining ──────────────────────────────────────────────────────────────────────────────
 
-def _leaves(node: Any, key: str | None = None) -> Iterator[tuple[str | None, Any]]:
-    """(nearest key, scalar) of a JSON value; list items inherit their parent's key."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _leaves(v, str(k))
-    elif isinstance(node, list):
-        for v in node:
-            yield from _leaves(v, key)
-    else:
-        yield key, node
-
-
-def _scalar(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return json.dumps(value)
-    return None
-
-
 def _candidates(value: str) -> list[tuple[str, bool]]:
     """(candidate, is a token of free text) for one argument value."""
     if "\n" in value or (len(value) > 32 and any(c.isspace() for c in value)):
@@ -138,15 +118,11 @@ def _find_unglued(literal: str, text: str) -> int:
 def _haystacks(turn: Turn) -> list[tuple[str, str | None, str]]:
     """(text, JSON key it is the value of or None, field) for everything a turn shows."""
     out: list[tuple[str, str | None, str]] = [(turn.text, None, "text")] if turn.text else []
-    if turn.role == "tool" and turn.text.lstrip()[:1] in ("{", "["):
-        try:
-            parsed = json.loads(turn.text)
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            out += [(s, k, "json") for k, v in _leaves(parsed) if (s := _scalar(v))]
+    parsed = parse_json(turn.text) if turn.role == "tool" else None
+    if parsed is not None:
+        out += [(s, k, "json") for k, s in scalar_leaves(parsed)]
     for call in turn.tool_calls:
-        out += [(s, k, "arguments") for k, v in _leaves(call.arguments) if (s := _scalar(v))]
+        out += [(s, k, "arguments") for k, s in scalar_leaves(call.arguments)]
     return out
 
 
@@ -174,9 +150,8 @@ def load_bearing(conversation: Conversation, extractor: Extractor
     seen: set[tuple[str, str]] = set()
     for j, turn in enumerate(turns):
         for call in turn.tool_calls:
-            for arg, raw in _leaves(call.arguments):
-                value = _scalar(raw)
-                if arg is None or value is None:
+            for arg, value in scalar_leaves(call.arguments):
+                if arg is None:
                     continue
                 for literal, _token in _candidates(value):
                     if (literal, arg) in seen or not _keep(literal, arg):
