@@ -8,6 +8,8 @@ the rule and turn are reported and the turn is marked to be kept verbatim.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +109,7 @@ class Extractor:
     """Compiled packs, ready to scan. Build once; scanning is thread-safe and stateless."""
 
     def __init__(self, packs: Iterable[Pack], *, timeout: float = 0.5,
-                 timeout_per_mb: float = 1.0) -> None:
+                 timeout_per_mb: float = 1.0, cache_size: int = 4096) -> None:
         seen: set[str] = set()
         self.rules: list[CompiledRule] = []
         self.packs = list(packs)
@@ -119,6 +121,9 @@ class Extractor:
         self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
         self._by_role: dict[str, _RoleRules] = {
             role: _RoleRules([r for r in self.rules if role in r.rule.roles]) for role in ROLES}
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, list[Literal]] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     def _budget(self, text: str) -> float:
         return self.timeout + self.timeout_per_mb * len(text) / 1_000_000
@@ -166,14 +171,40 @@ class Extractor:
                 self.scan_text(value, role, turn=turn, field=path, tool=tool, out=out)
 
     def scan_turn(self, turn: Turn, index: int, *, skip: SpanFinder | None = None) -> TurnScan:
-        """Every hit in one turn: its text, its tool calls' arguments, its JSON tool result."""
-        out = TurnScan()
+        """Every hit in one turn: its text, its tool calls' arguments, its JSON tool result.
+
+        Results are memoized by the turn's content: an agent compacts the same history again
+        and again, and a turn seen before costs a lookup, not a rescan.
+        """
         if turn.role == "system":
-            return out
+            return TurnScan()
         text = turn.text
         if skip is not None and text:
             for start, end in skip(text):  # genuine ledger blocks: blank them, keep offsets
                 text = text[:start] + " " * (end - start) + text[end:]
+        try:
+            key: tuple | None = (turn.role, text, turn.tool_name, tuple(
+                (c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+                for c in turn.tool_calls))
+        except (ValueError, RecursionError):  # arguments too deep to serialize: not cached
+            key = None
+        with self._cache_lock:
+            cached = self._cache.get(key) if key is not None else None
+            if cached is not None:
+                self._cache.move_to_end(key)
+        if cached is not None:
+            return TurnScan([_at(lit, index) for lit in cached])
+        out = self._scan_turn(turn, text, index)
+        # a rule that ran out of time may not next time: such a scan is never cached
+        if key is not None and not out.timeouts:
+            with self._cache_lock:
+                self._cache[key] = [_at(lit, index) for lit in out.literals]
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def _scan_turn(self, turn: Turn, text: str, index: int) -> TurnScan:
+        out = TurnScan()
         tool = turn.tool_name
         self.scan_text(text, turn.role, turn=index, tool=tool, out=out)
         if turn.role == "tool" and self._by_role["tool"].json_key:
@@ -206,6 +237,12 @@ class Extractor:
         return Literal(value=value, rule=rule.qid, turn=turn, role=role, start=start, end=end,
                        field=field, tool=tool, severity=spec.severity, sensitive=spec.sensitive,
                        priority=spec.priority)
+
+
+def _at(lit: Literal, turn: int) -> Literal:
+    """A copy of ``lit`` seen at ``turn`` (positional: several times faster than replace())."""
+    return Literal(lit.value, lit.rule, turn, lit.role, lit.start, lit.end, lit.field, lit.tool,
+                   lit.severity, lit.sensitive, lit.priority, lit.count)
 
 
 class _RoleRules:

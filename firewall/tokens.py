@@ -22,6 +22,8 @@ installed.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 import regex
@@ -57,16 +59,33 @@ def estimate_tokens(text: str) -> int:
 
 
 _counter: TokenCounter = estimate_tokens
+_cache: OrderedDict[str, int] = OrderedDict()  # the same turns are counted at every compaction
+_CACHE_SIZE, _CACHE_MIN_CHARS = 8192, 256
+_lock = threading.Lock()
 
 
 def count_tokens(text: str) -> int:
-    return _counter(text)
+    if len(text) < _CACHE_MIN_CHARS:
+        return _counter(text)
+    with _lock:
+        n = _cache.get(text)
+        if n is not None:
+            _cache.move_to_end(text)
+            return n
+    n = _counter(text)
+    with _lock:
+        _cache[text] = n
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return n
 
 
 def set_token_counter(counter: TokenCounter) -> TokenCounter:
     """Install a token counter (e.g. a vendor's count-tokens API); returns the previous one."""
     global _counter
-    previous, _counter = _counter, counter
+    with _lock:
+        previous, _counter = _counter, counter
+        _cache.clear()
     return previous
 
 

@@ -208,3 +208,27 @@ def _prefilter_extractor(pack):
         # every pattern above must actually go through RE2, or the property proves nothing
         assert not _EXTRACTORS["x"]._by_role["user"].prefilter._outside_set
     return _EXTRACTORS["x"]
+
+
+def test_a_turn_seen_before_is_not_rescanned_and_keeps_its_own_index(kinds):
+    turn = Turn("user", "ticket AB-12 and INV-2025-08-44719")
+    first = kinds.scan_turn(turn, 3)
+    calls = []
+    original = kinds._scan_turn
+    kinds._scan_turn = lambda *a: calls.append(a) or original(*a)
+    try:
+        again = kinds.scan_turn(Turn("user", turn.text), 7)
+    finally:
+        del kinds._scan_turn
+    assert calls == []
+    assert [(l.value, l.turn) for l in again.literals] == [(l.value, 7) for l in first.literals]
+    assert {l.turn for l in first.literals} == {3}  # the cached copies are not shared
+
+
+def test_a_timed_out_scan_is_not_cached():
+    extractor = Extractor([pack_from(
+        "name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
+        "    pattern: '(a|aa)+$'\n")], timeout=0.05, timeout_per_mb=0)
+    turn = Turn("user", "a" * 60 + "b")
+    assert extractor.scan_turn(turn, 0).timeouts
+    assert extractor.scan_turn(turn, 0).timeouts  # scanned again, failing closed again
