@@ -93,6 +93,7 @@ class _Plan:
     compaction: int
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
+    summarizer: Any = None  # per call: concurrent compactions may use different ones
 
     @property
     def span_tokens(self) -> int:
@@ -232,6 +233,8 @@ class Firewall:
                               else None)
 
     def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
+        if not len(plan.span):
+            return self._result(plan, [], None, set(), "nothing to compact")
         attempts: list[AttemptResult] = []
         max_summary_tokens = max(1000, plan.span_tokens)
         previous = None
@@ -320,8 +323,8 @@ class Firewall:
         after = before if summary is None else (
             before - plan.span_tokens + count_tokens(summary) + count_tokens(block))
         return build_record(
-            self, plan.ledger, vendor_path=getattr(self.summarizer, "vendor_path", "client"),
-            summarizer=type(self.summarizer).__name__ if self.summarizer else None,
+            self, plan.ledger, vendor_path=getattr(plan.summarizer, "vendor_path", "client"),
+            summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,
             compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
@@ -334,43 +337,43 @@ class Firewall:
     def compact(self, messages: Any, summarizer: Any = None, *, keep_last: int | None = None,
                 ledger: Ledger | None = None, compaction: int | None = None) -> CompactionResult:
         """Compact ``messages`` (any supported format); returns the same format."""
-        summarizer = self._summarizer(summarizer)
-        plan = self._plan(messages, ledger, keep_last, compaction)
-        if not len(plan.span):
-            return self._result(plan, [], None, set(), "nothing to compact")
-        loop = self._loop(plan)
-        request = next(loop)
+        summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction)
+        answer: Any = None
         while True:
-            try:
-                answer: Any = summarizer.summarize(request)
-            except Exception as exc:  # noqa: BLE001 - any failure leaves the text intact
-                answer = exc
             try:
                 request = loop.send(answer)
             except StopIteration as done:
                 return done.value
+            try:
+                answer = summarizer.summarize(request)
+            except Exception as exc:  # noqa: BLE001 - any failure leaves the text intact
+                answer = exc
 
     async def acompact(self, messages: Any, summarizer: Any = None, *,
                        keep_last: int | None = None, ledger: Ledger | None = None,
                        compaction: int | None = None) -> CompactionResult:
-        summarizer = self._summarizer(summarizer)
-        plan = self._plan(messages, ledger, keep_last, compaction)
-        if not len(plan.span):
-            return self._result(plan, [], None, set(), "nothing to compact")
-        loop = self._loop(plan)
-        request = next(loop)
+        """``compact`` for async code; a sync-only summarizer runs in a worker thread."""
+        summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction)
+        answer: Any = None
         while True:
-            try:
-                if hasattr(summarizer, "asummarize"):
-                    answer: Any = await summarizer.asummarize(request)
-                else:
-                    answer = await asyncio.to_thread(summarizer.summarize, request)
-            except Exception as exc:  # noqa: BLE001
-                answer = exc
             try:
                 request = loop.send(answer)
             except StopIteration as done:
                 return done.value
+            try:
+                if hasattr(summarizer, "asummarize"):
+                    answer = await summarizer.asummarize(request)
+                else:
+                    answer = await asyncio.to_thread(summarizer.summarize, request)
+            except Exception as exc:  # noqa: BLE001 - any failure leaves the text intact
+                answer = exc
+
+    def _start(self, messages: Any, summarizer: Any, keep_last: int | None,
+               ledger: Ledger | None, compaction: int | None) -> tuple[Any, Generator]:
+        summarizer = self._summarizer(summarizer)
+        plan = self._plan(messages, ledger, keep_last, compaction)
+        plan.summarizer = summarizer
+        return summarizer, self._loop(plan)
 
     def _summarizer(self, summarizer: Any) -> Any:
         summarizer = summarizer or self.summarizer
@@ -382,7 +385,6 @@ class Firewall:
             summarizer = CallableSummarizer(summarizer)
         if not hasattr(summarizer, "summarize"):
             raise SummarizerError(f"{type(summarizer).__name__} has no summarize(request)")
-        self.summarizer = summarizer
         return summarizer
 
 
