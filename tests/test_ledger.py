@@ -73,7 +73,7 @@ def lit(value: str, turn: int, role: str = "user", **kw) -> Literal:
 
 
 def rendered(led: Ledger) -> list[BlockEntry]:
-    return [BlockEntry(e.value, e.kind, e.role, e.first_seen, e.tool) for e in led.entries]
+    return [BlockEntry(e.value, e.role, e.first_seen) for e in led.entries]
 
 
 PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -103,12 +103,10 @@ def test_block_is_visible_text_with_exactly_one_pair_of_delimiters(literals):
     block = led.render()
     for entry in led.entries:
         if is_plain(entry.value):  # byte-exact, where the model reads it, between separators
-            name = re.escape(ledger_mod._token(entry.kind))
-            assert re.search(f"(: {name} |, |; {name} ){re.escape(entry.value)}(, |; |\n)",
-                             block)
+            assert re.search(f"(: | ){re.escape(entry.value)}( |\n)", block)
     assert all(ch == "\n" or (ch.isprintable() and ch not in INVISIBLE) for ch in block)
     assert block.count("<<<") == block.count(">>>") == 2
-    sources = {(e.first_seen, e.role, e.tool) for e in led.entries}
+    sources = {(e.first_seen, e.role) for e in led.entries}
     assert block.count("\n") == len(sources) + 2  # one line per source: grouped update order
 
 
@@ -145,22 +143,21 @@ def test_plain_values_render_verbatim_and_others_escaped_visibly():
     lines = led.render().split("\n")
     assert lines[0] == f"<<<firewall-ledger nonce={NONCE}>>>"
     assert lines[1] == INSTRUCTION
-    assert lines[2] == "turn 3 user: invoice-number INV-2025-08-44719"
-    assert lines[3] == 'turn 5 tool get_orders: order-id json:"a\\u202eb"'
-    assert lines[4] == 'turn 6 assistant: path json:" "'
-    assert lines[5].startswith("<<<end firewall-ledger mac=")
+    assert lines[2] == "3 user: INV-2025-08-44719"
+    assert lines[3] == '5 tool: "a\\u202eb"'
+    assert lines[4] == '6 assistant: " "'
+    assert re.fullmatch(r"<<<end mac=\d{18}>>>", lines[5])
     assert KEY not in led.render()
 
 
-def test_one_line_per_source_and_one_group_per_kind():
+def test_one_line_per_source_with_kinds_kept_together():
     led = make([lit("#W1", 5, "tool", tool="get_order", rule="c/order-id"),
                 lit("111", 5, "tool", tool="get_order", rule="c/item-id"),
                 lit("#W2", 5, "tool", tool="get_order", rule="c/order-id"),
                 lit("a, b", 5, "tool", tool="get_order", rule="c/item-id"),
                 lit("#W3", 5, "assistant", tool="cancel", rule="c/order-id")])
     lines = led.render().split("\n")[2:-1]
-    assert lines == ['turn 5 tool get_order: order-id #W1, #W2; item-id 111, json:"a, b"',
-                     "turn 5 assistant cancel: order-id #W3"]
+    assert lines == ['5 tool: #W1 #W2 111 "a, b"', "5 assistant: #W3"]
     assert led.values() == ["#W1", "#W2", "111", "a, b", "#W3"]  # update groups them
 
 
@@ -399,3 +396,31 @@ def test_fit_evicts_least_salient_minimum_and_never_exceeds_budget(literals, bud
     for ev in evicted:
         tool_kept = any(e.role == "tool" for e in kept)
         assert ev.user_before_tool == (ev.role == "user" and tool_kept)
+
+
+# -- compact block and span salience ----------------------------------------------------------
+
+def test_new_ledger_block_is_compact_and_decimal():
+    led = Ledger.new("c")
+    led.update([lit("INV-2025-08-44719", 3), lit("786 Elm Street", 3), lit('"q', 3)])
+    block = led.render()
+    assert re.fullmatch(r"\d{9}", led.nonce)
+    assert block.split("\n")[2] == '3 user: INV-2025-08-44719 "786 Elm Street" "\\"q"'
+    assert re.fullmatch(r"<<<end mac=\d{18}>>>", block.split("\n")[-1])
+    assert count_tokens(Ledger.new("c").render()) <= 40  # the fixed framing
+    assert [e.value for e in parse_block(block, led.key)] == led.values()
+
+
+def test_span_salience_prefers_used_and_specific_values_over_listings():
+    from types import SimpleNamespace
+
+    from firewall.ledger import contextual_salience, uses
+
+    led = make([lit(f"{1000000 + i}", 2, "tool", tool="catalog", rule="core/number-id")
+                for i in range(10)]
+               + [lit("#W1234567", 2, "tool", tool="orders", rule="core/order-id")])
+    turns = [SimpleNamespace(role="user", text="exchange it for 1000007", tool_calls=[])]
+    used = uses(led.entries, turns)
+    assert used.listed["1000001"] == 10 and used.listed["#W1234567"] == 1
+    ranked = sorted(led.entries, key=contextual_salience(used), reverse=True)
+    assert {e.value for e in ranked[:2]} == {"1000007", "#W1234567"}
