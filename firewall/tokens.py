@@ -47,14 +47,17 @@ def estimate_tokens(text: str) -> int:
     """Offline estimate of a BPE token count (see the module docstring)."""
     n = 0
     for m in _PIECES.finditer(text):
-        if m.group("w") is not None:
-            size = m.end() - m.start()
-            n += 1 + (size - _LONG_WORD + _WORD_STEP) // _WORD_STEP if size >= _LONG_WORD else 1
-        elif m.group("p") is not None:
-            size = len(m.group("p").lstrip(" "))
-            n += 1 + (size - 2) // 2 if size > _LONG_MARKS else 1
-        else:
+        kind = m.lastgroup  # "w" word, "p" punctuation run, None: digits or whitespace
+        if kind is None:
             n += 1
+            continue
+        start, end = m.span()
+        size = end - start
+        if kind == "w":
+            n += 1 + (size - _LONG_WORD + _WORD_STEP) // _WORD_STEP if size >= _LONG_WORD else 1
+        else:
+            size -= text[start] == " "
+            n += 1 + (size - 2) // 2 if size > _LONG_MARKS else 1
     return n
 
 
