@@ -398,6 +398,9 @@ def format_report(result: dict[str, Any]) -> str:
                  f"budget {result['budget']}"
                  f"{'' if str(result['budget']).endswith('%') else ' tokens'}; "
                  f"recall and cost in %")
+    lines.append("ID-like / strict: gold counts; cost = ledger tokens / span tokens (messages "
+                 "1..k), tokens counted by firewall.tokens (an offline estimate calibrated to "
+                 "o200k, or the counter installed with set_token_counter)")
     return "\n".join(lines)
 
 
