@@ -74,7 +74,7 @@ def test_split_sentences(text, expected):
 def test_header_speakers_and_json_tool_result():
     text = ExtractiveSummarizer(max_tokens=2_000).summarize(request()).text
     lines = text.splitlines()
-    assert lines[0] == "Summary of turns 1–6 (extractive)."
+    assert lines[0] == "Extractive summary of 6 turns."
     # "Sure." alone is filler: dropped even with budget to spare
     assert ("assistant: I will look up your order first. "
             f"called get_order_details(order_id={ORDER})") in lines
@@ -131,7 +131,7 @@ def test_max_sentences_caps_the_selection():
     text = ExtractiveSummarizer(max_tokens=2_000, max_sentences=2).summarize(request()).text
     assert len(text.splitlines()) <= 3
     assert ExtractiveSummarizer(max_sentences=0).summarize(request()).text == (
-        "Summary of turns 1–6 (extractive).")
+        "Extractive summary of 6 turns.")
 
 
 # -- re-ask: every required literal, byte-exact -------------------------------------------------
@@ -194,7 +194,7 @@ def test_odd_turns():
         Turn("system", "   "),
     )
     summary = ExtractiveSummarizer().summarize(request(turns))
-    assert summary.text.startswith("Summary of turns 1–6 (extractive).")
+    assert summary.text.startswith("Extractive summary of 6 turns.")
     assert "called ping()" in summary.text and "called f(x={y=[1, 2]})" in summary.text
     assert "\udcff" in ExtractiveSummarizer().summarize(reask(turns, ["\udcff\udcfe"])).text
 

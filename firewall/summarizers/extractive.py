@@ -95,7 +95,7 @@ class ExtractiveSummarizer:
     def summarize(self, request: SummaryRequest) -> Summary:
         turns = tuple(request.turns)
         if turns:
-            header = f"Summary of turns 1–{len(turns)} (extractive)."
+            header = f"Extractive summary of {len(turns)} turns."
         else:
             header = "Summary of 0 turns (extractive): nothing to summarize."
         units = [u for i, turn in enumerate(turns) for u in _units(i, turn)]
