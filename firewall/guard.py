@@ -175,11 +175,12 @@ class Firewall:
             scanner.add(turn, offset + i)
         scan = scanner.result()
         ledger.update(scan.literals)
-        dropped = ledger.drop_contained(compaction=compaction)
         evicted = ledger.fit(self.budget_tokens if budget is None else budget,
                              compaction=compaction,
                              salience=contextual_salience(uses(ledger.entries, turns)))
-        return Pinned(scan.literals, scan.timeouts, dropped + evicted)
+        # after the budget, not before: a value is dropped only for a container that stayed
+        dropped = ledger.drop_contained(compaction=compaction)
+        return Pinned(scan.literals, scan.timeouts, evicted + dropped)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 

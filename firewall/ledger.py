@@ -563,7 +563,7 @@ def id_shaped(value: str) -> bool:
 
 
 def contextual_salience(used: dict[str, int]) -> Callable[[LedgerEntry], tuple]:
-    """Salience with the span's uses: required; ID-shaped; *specific* (used by the span: typed
+    """Salience with the span's uses: required; typed by the user; ID-shaped; *specific* (used by the span: typed
     by the user, passed to a tool or repeated by the assistant; or one of at most
     ``LISTED_MAX`` values of its kind in its message, not an entry of a bulk listing); the
     rule's priority; recent; the kind of use; frequent. Measured with ``firewall eval``
@@ -575,6 +575,7 @@ def contextual_salience(used: dict[str, int]) -> Callable[[LedgerEntry], tuple]:
     def key(entry: LedgerEntry) -> tuple:
         u = used.get(entry.value, 0)
         specific = u > 0 or listed.get(entry.value, 1) <= LISTED_MAX
-        return (entry.severity == "required", id_shaped(entry.value), specific,
-                entry.priority, entry.last_seen, u, entry.count)
+        # the design's rule first: required and user-typed literals outrank the rest
+        return (entry.severity == "required", entry.role == "user", id_shaped(entry.value),
+                specific, entry.priority, entry.last_seen, u, entry.count)
     return key

@@ -221,3 +221,24 @@ def test_every_pinned_literal_survives_any_summary(packs, summary, keep_last, va
         assert value in text
     for value in values:
         assert value in text
+
+
+def test_a_contained_value_is_never_lost_with_its_container(packs):
+    """A value inside a longer pinned value is dropped only when that container survives the
+    budget; when the budget evicts the container, the shorter value is still pinned."""
+    container = f"{INVOICE}-R1"
+    messages = [{"role": "user", "content": f"invoice {INVOICE}"},
+                {"role": "tool", "tool_call_id": "t",
+                 "content": json.dumps({"order_id": container})},
+                {"role": "user", "content": "ok"}, {"role": "assistant", "content": "ok"}]
+
+    def compact(budget):
+        result = Firewall(packs, keep_last=1, budget_tokens=budget).compact(
+            messages, summarizer=ScriptedSummarizer([INVOICE]))
+        gone = {o.value: o.detail for o in result.record.literals if o.status == "evicted"}
+        return result.ledger.values(), gone
+
+    pinned, gone = compact(2000)
+    assert pinned == [container] and gone[INVOICE] == "contained in a longer pinned value"
+    pinned, gone = compact(60)  # room for one: the user-typed literal outranks tool output
+    assert pinned == [INVOICE] and gone[container].startswith("over budget")
