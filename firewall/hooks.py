@@ -105,7 +105,8 @@ def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> Transcript
             continue
         if not isinstance(line, dict):
             chunk.skipped += 1
-        elif line.get("type") in _CODEX_LINE_TYPES and "payload" in line:
+        elif isinstance(line.get("type"), str) and line["type"] in _CODEX_LINE_TYPES \
+                and "payload" in line:
             _codex_line(line, chunk)
         elif isinstance(line.get("message"), dict):
             if line.get("isSidechain") is True:  # a subagent's turn, not in this context

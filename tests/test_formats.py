@@ -92,3 +92,12 @@ def test_openai_responses_items_are_detected():
     assert detect_format(items) == "openai_responses"
     conv = parse_messages(items)
     assert conv.turns[1].tool_calls[0].arguments == {"a": 1}
+
+
+def test_a_non_string_block_type_is_not_a_crash():
+    """Found by the conversations fuzzer: a dict as a block's type."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "assistant", "content": [{"type": {"path": "a.ts"}}]},
+                {"role": "user", "content": [{"type": ["x"], "text": "ok"}]}]
+    assert detect_format(messages) == "openai"
+    assert [t.text for t in parse_messages(messages).turns] == ["hi", "", "ok"]

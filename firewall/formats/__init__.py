@@ -24,6 +24,12 @@ _RESPONSES_ITEMS = frozenset({"function_call", "function_call_output", "compacti
 _RESPONSES_PARTS = frozenset({"input_text", "output_text"})
 
 
+def _type(node: Any) -> str | None:
+    """A block's or item's ``type`` when it is a string (hostile input may put anything there)."""
+    kind = node.get("type") if isinstance(node, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def detect_format(messages: list[Any]) -> str:
     """Name the format of a message list by its shape."""
     for message in messages:
@@ -32,12 +38,10 @@ def detect_format(messages: list[Any]) -> str:
         if not isinstance(message, dict):
             continue
         content = message.get("content")
-        if message.get("type") in _RESPONSES_ITEMS or (isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") in _RESPONSES_PARTS for b in content)):
+        blocks = {_type(b) for b in content} if isinstance(content, list) else set()
+        if _type(message) in _RESPONSES_ITEMS or blocks & _RESPONSES_PARTS:
             return "openai_responses"
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
-        ):
+        if blocks & {"tool_use", "tool_result"}:
             return "anthropic"
         for call in message.get("tool_calls") or ():
             if isinstance(call, dict):
