@@ -237,23 +237,34 @@ class Ledger(BaseModel):
             kept = [e for i, e in enumerate(entries) if i not in drop]
             return count(_render(self.nonce, self.key, block_lines(kept))) <= budget_tokens
 
-        # Each line's cost shared among its entries gives a guess k0: exact for entries alone
-        # on their line, close for near-additive counters. Galloping from k0, then bisecting
-        # (renders shrink monotonically with k), finds the smallest k that fits in O(log n)
-        # renders.
-        cost = [0.0] * n
-        i = 0
-        for line in block_lines(entries):
-            j = i
-            while j < n and _source(entries[j]) == _source(entries[i]):
-                j += 1
-            share = (count(line) + 1) / (j - i)
-            cost[i:j] = [share] * (j - i)
-            i = j
-        k0, estimate = 0, total
-        while k0 < n and estimate > budget_tokens:
-            estimate -= cost[order[k0]]
-            k0 += 1
+        # A guess k0 from an additive estimate (framing plus each line's own count, memoized:
+        # no full render), bisected; then galloping from k0 with real renders (which shrink
+        # monotonically with k) finds the smallest k that fits. When the counter is additive
+        # over lines, as BPE pre-tokenizers that split at newlines are, that takes two renders.
+        frame = count(_render(self.nonce, self.key, []))
+        line_cost: dict[str, int] = {}
+
+        def estimate(k: int) -> int:
+            drop = set(order[:k])
+            lines = block_lines(e for i, e in enumerate(entries) if i not in drop)
+            for line in lines:
+                if line not in line_cost:
+                    line_cost[line] = count(line) + 1  # and its newline
+            return frame + sum(line_cost[line] for line in lines)
+
+        if abs(estimate(0) - total) <= max(2, total // 50):  # additive enough: bisect it
+            low, k0 = 0, n
+            while low < k0:
+                mid = (low + k0) // 2
+                low, k0 = (low, mid) if estimate(mid) <= budget_tokens else (mid + 1, k0)
+        else:  # not additive: each line's cost shared among its entries, dropped in order
+            cost = [0.0] * n
+            for line, run in zip(block_lines(entries), _runs(entries)):
+                cost[run.start:run.stop] = [(count(line) + 1) / len(run)] * len(run)
+            k0, guess = 0, total
+            while k0 < n and guess > budget_tokens:
+                guess -= cost[order[k0]]
+                k0 += 1
         lo, hi = 0, n  # fits(lo) is false; evicting everything (hi = n) is the floor
         step = 1
         if k0 < n and fits(k0):
@@ -386,6 +397,16 @@ def value_text(value: str) -> str:
 
 def _source(entry: LedgerEntry) -> tuple[int, str]:
     return entry.first_seen, entry.role
+
+
+def _runs(entries: list[LedgerEntry]) -> list[range]:
+    """Index ranges of the consecutive entries that share a source, i.e. one block line each."""
+    runs, start = [], 0
+    for i in range(1, len(entries) + 1):
+        if i == len(entries) or _source(entries[i]) != _source(entries[start]):
+            runs.append(range(start, i))
+            start = i
+    return runs
 
 
 def block_lines(entries: Iterable[LedgerEntry]) -> list[str]:
