@@ -33,40 +33,7 @@ PATH = "src/auth/handler.ts"
 ORDER = "#W4923227"
 TOOL_INVOICE = "INV-2024-11-00042"
 
-PACK = """\
-name: lit
-version: "1"
-description: Literals for the integration tests
-rules:
-  - id: invoice
-    kind: regex
-    description: Invoice numbers
-    pattern: '\\bINV-\\d{4}-\\d{2}-\\d{5}\\b'
-    examples:
-      match:
-        - text: 'refund INV-2025-08-44719 now'
-          literals: ['INV-2025-08-44719']
-      no_match: ['INV-2025-08']
-  - id: path
-    kind: regex
-    description: Source paths
-    pattern: '\\bsrc/[\\w./-]+\\.\\w+\\b'
-    examples:
-      match:
-        - text: 'see src/auth/handler.ts'
-          literals: ['src/auth/handler.ts']
-      no_match: ['source code']
-  - id: order-key
-    kind: json_key
-    description: Order ids in tool input and output
-    keys: ['order_id']
-    value_pattern: '[#\\w-]+'
-    examples:
-      match:
-        - text: '{"order_id": "#W4923227"}'
-          literals: ['#W4923227']
-      no_match: ['{"name": "#W1"}']
-"""
+PACK = Path(__file__).parent / "fixtures" / "packs" / "valid" / "integration.yaml"
 
 MESSAGES = [
     {"role": "user", "content": f"I was charged twice for {INVOICE}, see {PATH}"},
@@ -83,9 +50,8 @@ ALL_LITERALS = {INVOICE, PATH, ORDER, TOOL_INVOICE}
 
 
 @pytest.fixture
-def fw(tmp_path: Path) -> firewall.Firewall:
-    (tmp_path / "lit.yaml").write_text(PACK)
-    return firewall.Firewall(firewall.load_packs(tmp_path / "lit.yaml"), max_retries=2,
+def fw() -> firewall.Firewall:
+    return firewall.Firewall(firewall.load_packs(PACK), max_retries=2,
                              audit=MemoryAuditLog(key=b"k"))
 
 
