@@ -376,8 +376,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_presidio:
         try:
             presidio = PresidioBaseline(packs)
-            import regex as _regex_mod  # noqa: F401
-
             from presidio_analyzer import pattern_recognizer
 
             print(f"presidio: {len(presidio.entity_rule)} PatternRecognizers, no_op NLP engine; "

@@ -44,7 +44,7 @@ def context_text(messages) -> str:
 
 def test_mutated_summary_is_reasked_with_precise_feedback(packs):
     fw = Firewall(packs, keep_last=2)
-    scripted = ScriptedSummarizer([f"User asks about INV-2025-08-44791.",
+    scripted = ScriptedSummarizer(["User asks about INV-2025-08-44791.",
                                    f"User asks about {INVOICE}; refund {OTHER}."])
     result = fw.compact(conversation(), summarizer=scripted)
     assert result.compacted and len(result.attempts) == 2
@@ -159,9 +159,9 @@ def test_recompaction_is_stable(packs):
 
 def test_async_driver_matches_sync(packs):
     fw = Firewall(packs, keep_last=2)
-    sync = fw.compact(conversation(), summarizer=ScriptedSummarizer([f"x", f"About {INVOICE}"]))
+    sync = fw.compact(conversation(), summarizer=ScriptedSummarizer(["x", f"About {INVOICE}"]))
     result = asyncio.run(fw.acompact(conversation(),
-                                     summarizer=ScriptedSummarizer([f"x", f"About {INVOICE}"])))
+                                     summarizer=ScriptedSummarizer(["x", f"About {INVOICE}"])))
     assert [a.ok for a in result.attempts] == [a.ok for a in sync.attempts] == [False, True]
     assert result.messages[1]["content"] == sync.messages[1]["content"]
 

@@ -16,7 +16,7 @@ SCHEMAS = Path(__file__).parent.parent / "schemas"
 @pytest.mark.parametrize("name", sorted(schemas()))
 def test_committed_schema_matches_the_models(name):
     committed = (SCHEMAS / name).read_text(encoding="utf-8")
-    assert committed == render(schemas()[name]), f"run: python -m firewall.schemas schemas"
+    assert committed == render(schemas()[name]), "run: python -m firewall.schemas schemas"
 
 
 def test_rulepack_schema_forbids_unknown_keys():
