@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import hmac
 import json
@@ -103,6 +104,7 @@ def _create_key(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+@functools.lru_cache(maxsize=65536)  # every compaction hashes the ledger's values again
 def literal_hash(value: str, key: bytes) -> str:
     """Hex HMAC-SHA256 of ``value``: lets a log find a literal without storing it."""
     return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()

@@ -174,7 +174,8 @@ class Extractor:
         """Every hit in one turn: its text, its tool calls' arguments, its JSON tool result.
 
         Results are memoized by the turn's content: an agent compacts the same history again
-        and again, and a turn seen before costs a lookup, not a rescan.
+        and again, and a turn seen before costs a lookup, not a rescan. The literals returned
+        may be shared with the memo: read them, copy before changing one (``Scanner`` does).
         """
         if turn.role == "system":
             return TurnScan()
@@ -192,8 +193,9 @@ class Extractor:
             cached = self._cache.get(key) if key is not None else None
             if cached is not None:
                 self._cache.move_to_end(key)
-        if cached is not None:
-            return TurnScan([_at(lit, index) for lit in cached])
+        if cached is not None:  # shared when the turn keeps its number, as it usually does
+            return TurnScan(list(cached) if cached and cached[0].turn == index
+                            else [_at(lit, index) for lit in cached])
         out = self._scan_turn(turn, text, index)
         # a rule that ran out of time may not next time: such a scan is never cached
         if key is not None and not out.timeouts:
@@ -285,8 +287,8 @@ class Scanner:
         for lit in found.literals:
             known = self._by_value.get(lit.value)
             if known is None:
-                self._by_value[lit.value] = lit
-                new.append(lit)
+                known = self._by_value[lit.value] = _at(lit, lit.turn)  # ours to update
+                new.append(known)
             else:
                 known.count += 1
                 if lit.severity == "required":

@@ -232,3 +232,12 @@ def test_a_timed_out_scan_is_not_cached():
     turn = Turn("user", "a" * 60 + "b")
     assert extractor.scan_turn(turn, 0).timeouts
     assert extractor.scan_turn(turn, 0).timeouts  # scanned again, failing closed again
+
+
+def test_scanner_never_changes_the_memoized_literals(kinds):
+    turn = Turn("user", "INV-2025-08-44719 and INV-2025-08-44719")
+    scanner = Scanner(kinds)
+    scanner.add(turn, 0)
+    scanner.add(turn, 0)  # the same turn again: counts grow on the scanner's own copy
+    assert scanner.result().literals[0].count == 4
+    assert [l.count for l in kinds.scan_turn(turn, 0).literals] == [1, 1]
