@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import (add_common_args, conversation_files, describe_packs,  # noqa: E402
-                        exit_without_data, exit_without_packs, load_conversations,
-                        load_packs_for_bench, print_header, write_json)
+from throughput import (add_common_args, bench_inputs, describe_packs,  # noqa: E402
+                        load_conversations, write_json)
 
 FIRST = ["isabella", "mei", "yusuf", "olivia", "noah", "amelia", "raj", "sofia", "lucas", "fatima"]
 LAST = ["lopez", "davis", "hernandez", "kim", "patel", "silva", "nguyen", "brown", "garcia", "ito"]
@@ -162,16 +161,10 @@ def main(argv: list[str] | None = None) -> int:
                              "loaded), off")
     args = parser.parse_args(argv)
 
-    header = print_header("incremental: latency of Scanner.add for one new turn")
-    files = conversation_files(args.data)
-    if not files:
-        exit_without_data(args.data)
+    header, files, packs, mode = bench_inputs(
+        args, "incremental: latency of Scanner.add for one new turn")
     from firewall.extract import Extractor, Scanner
 
-    packs, mode = load_packs_for_bench(args.pack)
-    if not packs or not any(p.rules for p in packs):
-        exit_without_packs(args.pack)
-    print(f"packs   : {describe_packs(packs)} [{mode}]")
     extractor = Extractor(packs, cache_size=0)  # each new turn is new: no memo
     pool = [t for c in load_conversations(files) for t in c.turns if t.role != "system"]
     history = [pool[i % len(pool)] for i in range(args.history)]

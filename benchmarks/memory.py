@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import (add_common_args, conversation_files, describe_packs,  # noqa: E402
-                        exit_without_data, exit_without_packs, load_packs_for_bench,
-                        print_header, write_json)
+from throughput import (add_common_args, bench_inputs, describe_packs,  # noqa: E402
+                        load_packs_for_bench, write_json)
 
 
 def maxrss_mb() -> float:
@@ -118,14 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         child(args.child, args.pack)
         return 0
 
-    header = print_header("memory: peak RSS while streaming a large JSONL log")
-    files = conversation_files(args.data)
-    if not files:
-        exit_without_data(args.data)
-    packs, mode = load_packs_for_bench(args.pack)
-    if not packs or not any(p.rules for p in packs):
-        exit_without_packs(args.pack)
-    print(f"packs   : {describe_packs(packs)} [{mode}]")
+    header, files, packs, mode = bench_inputs(
+        args, "memory: peak RSS while streaming a large JSONL log")
 
     fd, name = tempfile.mkstemp(prefix="firewall-memory-", suffix=".jsonl", dir=args.tmpdir)
     os.close(fd)

@@ -149,6 +149,21 @@ def exit_without_packs(names: list[str]) -> None:
     sys.exit(0)
 
 
+def bench_inputs(args: argparse.Namespace, title: str) -> tuple[dict[str, Any], list[Path],
+                                                                list[Any], str]:
+    """What every benchmark starts with: the header, the data files and the packs (each
+    script exits 0 with a clear message when either is missing)."""
+    header = print_header(title)
+    files = conversation_files(args.data)
+    if not files:
+        exit_without_data(args.data)
+    packs, mode = load_packs_for_bench(args.pack)
+    if not packs or not any(p.rules for p in packs):
+        exit_without_packs(args.pack)
+    print(f"packs   : {describe_packs(packs)} [{mode}]")
+    return header, files, packs, mode
+
+
 def write_json(target: str | None, payload: dict[str, Any]) -> None:
     if not target:
         return
@@ -332,19 +347,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="after timing, cProfile one firewall pass and print the top functions")
     args = parser.parse_args(argv)
 
-    header = print_header("throughput: extraction MB/s on the dev data")
-    files = conversation_files(args.data)
-    if not files:
-        exit_without_data(args.data)
+    header, files, packs, mode = bench_inputs(args, "throughput: extraction MB/s on the dev data")
     sys.path.insert(0, str(REPO))
     import regex
 
     from firewall.extract import Extractor, Scanner
-
-    packs, mode = load_packs_for_bench(args.pack)
-    if not packs or not any(p.rules for p in packs):
-        exit_without_packs(args.pack)
-    print(f"packs   : {describe_packs(packs)} [{mode}]")
 
     conversations = load_conversations(files)
     messages = [(ci, ti, turn, message_units(turn))
