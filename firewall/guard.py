@@ -263,23 +263,23 @@ class Firewall:
             text, damaged = plan.placeholders.restore(text)
             problems += [f"unknown or altered placeholder {p!r}" for p in damaged]
         tokens = count_tokens(text)
-        if tokens > max_tokens:
+        oversize = tokens > max_tokens
+        if oversize:
             problems.append(f"the summary is {tokens} tokens, longer than the "
                             f"{max_tokens}-token span it replaces")
         verdict = validate(text, [(l.value, l.rule) for l in plan.required],
                            known=plan.ledger.values())
         return AttemptResult(number, text, verdict, usage=dict(usage or {}), model=model,
-                             problems=problems)
+                             problems=problems, oversize=oversize)
 
     def _finish(self, plan: _Plan, attempts: list[AttemptResult]) -> CompactionResult:
         last = attempts[-1]
-        usable = last.summary is not None and not any("longer than" in p for p in last.problems)
+        usable = last.summary is not None and not last.oversize
         if not last.ok and self.policy == "raise":
-            raise CompactionRefused(
-                f"required literals still lost after {len(attempts)} attempt(s): "
-                + "; ".join(f"{f.status} {f.value!r}" for f in _failures(last.verdict))
-                if last.verdict else (last.error or "; ".join(last.problems)),
-                attempts=attempts)
+            reasons = [f"{f.status} {f.value!r}" for f in _failures(last.verdict)]
+            reasons += last.problems + ([last.error] if last.error else [])
+            raise CompactionRefused(f"no acceptable summary after {len(attempts)} attempt(s): "
+                                    + "; ".join(reasons), attempts=attempts)
         if not usable:  # the summarizer failed: leave the conversation as it was
             error = last.error or "; ".join(last.problems)
             return self._result(plan, attempts, None, keep=set(), error=error)

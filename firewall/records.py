@@ -32,6 +32,7 @@ class AttemptResult:
     duration_ms: float = 0.0
     model: str | None = None
     problems: list[str] = field(default_factory=list)  # damaged placeholders, length
+    oversize: bool = False  # longer than the span it would replace: never used
 
     @property
     def ok(self) -> bool:

@@ -105,6 +105,7 @@ def test_raise_policy_carries_every_attempt(packs):
         fw.compact(conversation(), summarizer=ScriptedSummarizer(["nothing useful"]))
     assert len(info.value.attempts) == 2
     assert all(not a.ok for a in info.value.attempts)
+    assert f"missing '{INVOICE}'" in str(info.value)  # says what was lost
 
 
 @pytest.mark.parametrize("output", [RuntimeError("overloaded"), TimeoutError("slow"), 42, None])
