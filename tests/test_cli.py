@@ -39,7 +39,7 @@ def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
     code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--keep-last", "1",
                        "--audit-db", db)
     assert code == 0
-    assert "<<<firewall-ledger nonce=" in out and "INV-2025-08-44719" in out
+    assert "<<<ledger " in out and "INV-2025-08-44719" in out
     assert "1 literal(s) pinned" in out
     code, out, _ = run(capsys, "audit", "list", "--audit-db", db)
     assert code == 0 and "compacted" in out
