@@ -6,7 +6,7 @@ extracted value or occurs inside one, not glued to a letter or digit on either s
 the upper bound the ledger gives the compacted context (the ledger holds every extracted value),
 so it measures the packs, not the summarizer.
 
-    /tmp/v/bin/python benchmarks/recall.py [--data ../shared/data] [--json] [--sample 2]
+    python benchmarks/recall.py [--data ../shared/data] [--json] [--sample 2]
 
 Reported: ID-like gold (strict, at least 4 characters, containing a digit, '/' or '@'),
 strict gold, all gold, per source file; extracted literals per (conversation, k) and the
