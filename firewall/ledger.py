@@ -228,55 +228,58 @@ class Ledger(BaseModel):
         which are also appended to ``self.evictions``.
         """
         entries = self.entries
-        total = count(_render(self.nonce, self.key, block_lines(entries)))
         n = len(entries)
-        if total <= budget_tokens or n == 0:
+        if n == 0:
             return []
         order = sorted(range(n), key=lambda i: (salience(entries[i]), i))
 
-        def fits(k: int) -> bool:
+        def tokens(k: int) -> int:
             drop = set(order[:k])
             kept = [e for i, e in enumerate(entries) if i not in drop]
-            return count(_render(self.nonce, self.key, block_lines(kept))) <= budget_tokens
+            return count(_render(self.nonce, self.key, block_lines(kept)))
 
-        # A guess k0 from an additive estimate (framing plus each line's own count, memoized:
-        # no full render), bisected; then galloping from k0 with real renders (which shrink
-        # monotonically with k) finds the smallest k that fits. When the counter is additive
-        # over lines, as BPE pre-tokenizers that split at newlines are, that takes two renders.
-        frame = count(_render(self.nonce, self.key, []))
-        line_cost: dict[str, int] = {}
+        def fits(k: int) -> bool:
+            return tokens(k) <= budget_tokens
 
-        def estimate(k: int) -> int:
-            drop = set(order[:k])
-            lines = block_lines(e for i, e in enumerate(entries) if i not in drop)
-            for line in lines:
-                if line not in line_cost:
-                    line_cost[line] = count(line) + 1  # and its newline
-            return frame + sum(line_cost[line] for line in lines)
-
-        if abs(estimate(0) - total) <= max(2, total // 50):  # additive enough: bisect it
-            low, k0 = 0, n
-            while low < k0:
-                mid = (low + k0) // 2
-                low, k0 = (low, mid) if estimate(mid) <= budget_tokens else (mid + 1, k0)
-        else:  # not additive: each line's cost shared among its entries, dropped in order
-            cost = [0.0] * n
-            for line, run in zip(block_lines(entries), _runs(entries)):
-                cost[run.start:run.stop] = [(count(line) + 1) / len(run)] * len(run)
-            k0, guess = 0, total
-            while k0 < n and guess > budget_tokens:
-                guess -= cost[order[k0]]
-                k0 += 1
-        lo, hi = 0, n  # fits(lo) is false; evicting everything (hi = n) is the floor
+        # A guess from an additive estimate in one pass: the framing, each line's source
+        # prefix while the line has an entry, each value with its separator (all counts
+        # memoized by the counter). BPE pre-tokenizers split at the spaces and newlines between
+        # values, so for them it is exact up to the MAC. Real renders then gallop from the guess
+        # to the smallest number of evictions that fits (renders shrink monotonically as entries
+        # go), or bisect when the first render shows a counter that is not additive: the guess
+        # only decides how many renders it takes, never what is evicted.
+        runs = _runs(entries)
+        line_of = [0] * n
+        left = [len(run) for run in runs]
+        for r, run in enumerate(runs):
+            line_of[run.start:run.stop] = [r] * len(run)
+        prefix = [count(_prefix(entries[run.start])) + 1 for run in runs]  # and its newline
+        value = [count(VALUE_SEP + value_text(e.value)) for e in entries]
+        guess = count(_render(self.nonce, self.key, [])) + sum(prefix) + sum(value)
+        estimated = guess
+        k0 = 0
+        while k0 < n and guess > budget_tokens:
+            i = order[k0]
+            guess -= value[i]
+            left[line_of[i]] -= 1
+            if not left[line_of[i]]:
+                guess -= prefix[line_of[i]]
+            k0 += 1
+        lo, hi = -1, n  # fits(lo) is false (lo = -1: nothing known); evicting all is the floor
         step = 1
-        if k0 < n and fits(k0):
+        probe = tokens(k0) if k0 < n else None
+        if probe is not None and abs(probe - guess) > max(2, probe // 50):
+            lo, hi = (lo, k0) if probe <= budget_tokens else (k0, hi)  # not additive: bisect
+        elif probe is not None and probe <= budget_tokens:
+            if k0 == 0:
+                return []
             hi = k0
             while hi - step > lo:
                 if not fits(hi - step):
                     lo = hi - step
                     break
                 hi, step = hi - step, step * 2
-        elif k0 < n:
+        elif probe is not None:
             lo = k0
             while lo + step < hi:
                 if fits(lo + step):
@@ -286,11 +289,13 @@ class Ledger(BaseModel):
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+        if hi == 0:
+            return []
 
         drop = set(order[:hi])
         kept = [e for i, e in enumerate(self.entries) if i not in drop]
         tools_kept = [e for e in kept if e.role == "tool"]
-        why = f"over budget: ledger was {total} tokens, budget {budget_tokens}"
+        why = f"over budget: ledger was about {estimated} tokens, budget {budget_tokens}"
         evicted = []
         for i in order[:hi]:
             e = self.entries[i]
@@ -411,6 +416,11 @@ def _runs(entries: list[LedgerEntry]) -> list[range]:
     return runs
 
 
+def _prefix(entry: LedgerEntry) -> str:
+    """The start of a block line: its source, without the space before the first value."""
+    return f"{entry.first_seen} {entry.role}:"
+
+
 def block_lines(entries: Iterable[LedgerEntry]) -> list[str]:
     """The entry lines of a block: consecutive entries from one source share a line."""
     lines: list[str] = []
@@ -421,9 +431,8 @@ def block_lines(entries: Iterable[LedgerEntry]) -> list[str]:
             if parts:
                 lines.append("".join(parts))
             source = _source(entry)
-            parts = [f"{entry.first_seen} {entry.role}: "]
-        else:
-            parts.append(VALUE_SEP)
+            parts = [_prefix(entry)]
+        parts.append(VALUE_SEP)
         parts.append(value_text(entry.value))
     if parts:
         lines.append("".join(parts))

@@ -63,7 +63,7 @@ def estimate_tokens(text: str) -> int:
 
 _counter: TokenCounter = estimate_tokens
 _cache: OrderedDict[str, int] = OrderedDict()  # the same turns are counted at every compaction
-_CACHE_SIZE, _CACHE_MIN_CHARS = 32768, 32
+_CACHE_SIZE, _CACHE_MIN_CHARS = 65536, 6
 _lock = threading.Lock()
 
 
