@@ -313,6 +313,28 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--no-audit", action="store_true", help="write no audit record")
 
 
+def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--tokens", default=default, metavar="COUNTER",
+                        help="what counts tokens: estimate (offline, o200k-calibrated), o200k, "
+                             "cl100k (need bpe-openai or tiktoken), anthropic[:MODEL] (the "
+                             "count-tokens API, one call to calibrate the estimate), auto "
+                             f"(anthropic when ANTHROPIC_API_KEY is set, else estimate); "
+                             f"default {default}")
+
+
+def _install_token_counter(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .tokens import counter_named, set_token_counter
+
+    sample = ""
+    path = getattr(args, "file", None) or (getattr(args, "files", None) or [None])[0]
+    if path and Path(path).is_file():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            sample = f.read(100_000)  # what the vendor's scale is calibrated on
+    set_token_counter(counter_named(args.tokens, sample))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="firewall", description=(
         "Keep the exact strings an agent depends on through context compaction."))
@@ -327,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
     compact.add_argument("file")
     _add_rules_option(compact)
+    add_tokens_option(compact, "auto")
     compact.add_argument("--keep-last", type=int, default=8, metavar="N",
                          help="turns kept verbatim at the end (default 8)")
     compact.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
@@ -355,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
     _add_rules_option(check)
+    add_tokens_option(check, "auto")
     check.add_argument("--required", choices=("rules", "user", "all"), default="user")
     check.add_argument("--strict", action="store_true", help="every pinned literal is required")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
@@ -394,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        if getattr(args, "tokens", None):
+            _install_token_counter(args)
         return func(args)
     except FirewallError as exc:
         sys.stderr.write(f"firewall: {exc}\n")

@@ -398,9 +398,11 @@ def format_report(result: dict[str, Any]) -> str:
                  f"budget {result['budget']}"
                  f"{'' if str(result['budget']).endswith('%') else ' tokens'}; "
                  f"recall and cost in %")
+    counter = result.get("tokens", "estimate")
     lines.append("ID-like / strict: gold counts; cost = ledger tokens / span tokens (messages "
-                 "1..k), tokens counted by firewall.tokens (an offline estimate calibrated to "
-                 "o200k, or the counter installed with set_token_counter)")
+                 "1..k: their text and tool calls), tokens counted by "
+                 + ("the offline estimate calibrated to o200k" if counter == "estimate"
+                    else f"--tokens {counter}"))
     return "\n".join(lines)
 
 
@@ -440,6 +442,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             out.close()
         if progress is not None:
             sys.stderr.write("\n")
+    result["tokens"] = args.tokens
     sys.stdout.write((json.dumps(result, indent=1) if args.json else format_report(result))
                      + "\n")
     return 0
@@ -471,16 +474,18 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
                         help="write one JSON line per (conversation, k) with the pinned literals")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
+    from .cli import add_tokens_option
+
+    add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn
     parser.set_defaults(func=cmd_eval)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m firewall.evaluate FILE...``: the same as ``firewall eval``."""
-    parser = argparse.ArgumentParser(prog="firewall")
-    add_eval_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    from .cli import main as cli_main
+
+    return cli_main(["eval", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,16 +15,24 @@ assistant text 1.04x; per message over 200 characters, 10th-90th percentile 0.97
 For comparison, characters/4 gives 0.86x overall and 0.75x on tool output, and the previous
 estimate here (a token per 4 letters, 3 digits or punctuation mark) gave 1.43x.
 
-Claude's tokenizer is not public: with Anthropic models, install its count-tokens API (or any
-``str -> int``) with ``set_token_counter``; ``bpe_counter`` wraps a real BPE when one is
-installed.
+Claude's tokenizer is not public. ``anthropic_counter`` wraps its count-tokens API, and
+``calibrated`` turns any such remote counter into a local one: the estimate scaled by the
+remote/estimate ratio measured on one sample (one API call), because the firewall counts every
+value and every turn and a network call each would be absurd. ``counter_named`` resolves the
+CLI's ``--tokens`` (``auto``: Anthropic's API when ``ANTHROPIC_API_KEY`` is set and the SDK is
+installed, else the estimate). ``bpe_counter`` wraps a real BPE when one is installed. Install
+any ``str -> int`` with ``set_token_counter``.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import regex
 
@@ -113,3 +121,58 @@ def bpe_counter(encoding: str = "o200k_base") -> TokenCounter:
             raise FirewallError("no BPE package installed: pip install bpe-openai (or "
                                 "tiktoken)") from None
     return lambda text: len(enc.encode(text))
+
+
+def anthropic_counter(model: str = "claude-haiku-4-5", client: Any = None) -> TokenCounter:
+    """Anthropic's count-tokens API as a counter: the tokens of ``text`` as one user message,
+    less the message's own framing (measured once, on a one-character message)."""
+    if client is None:
+        from .summarizers.anthropic import _import_sdk
+
+        client = _import_sdk().Anthropic()
+
+    def api(text: str) -> int:
+        return client.messages.count_tokens(
+            model=model, messages=[{"role": "user", "content": text}]).input_tokens
+
+    framing = api(".") - 1
+    return lambda text: max(0, api(text) - framing) if text else 0
+
+
+def calibrated(reference: TokenCounter, sample: str) -> TokenCounter:
+    """The offline estimate scaled to ``reference`` by their ratio on ``sample``: one call to
+    ``reference`` (say, a vendor's API), then local counting at the vendor's scale."""
+    ratio = reference(sample) / max(1, estimate_tokens(sample))
+    return lambda text: math.ceil(estimate_tokens(text) * ratio)
+
+
+def counter_named(name: str, sample: str = "") -> TokenCounter:
+    """``estimate``, ``o200k``, ``cl100k``, ``anthropic[:MODEL]`` or ``auto`` (see the module
+    docstring); the Anthropic counter is ``calibrated`` on ``sample``."""
+    from .errors import FirewallError
+
+    kind, _, model = name.partition(":")
+    if kind == "auto":
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            return estimate_tokens
+        try:
+            import anthropic  # noqa: F401
+        except ImportError:
+            return estimate_tokens
+        kind = "anthropic"
+    if kind == "estimate":
+        return estimate_tokens
+    if kind in ("o200k", "cl100k"):
+        return bpe_counter(f"{kind}_base")
+    if kind == "anthropic":
+        try:
+            remote = anthropic_counter(model or "claude-haiku-4-5")
+            return calibrated(remote, sample or "token")
+        except FirewallError:
+            raise
+        except Exception as exc:  # counting is not safety: say so and count offline
+            print(f"firewall: Anthropic count-tokens failed ({type(exc).__name__}: {exc}); "
+                  "counting with the offline estimate", file=sys.stderr)
+            return estimate_tokens
+    raise FirewallError(f"--tokens: unknown counter {name!r} (estimate, o200k, cl100k, "
+                        "anthropic[:MODEL], auto)")
