@@ -28,13 +28,6 @@ REQUIRES = {
 FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall": regex.DOTALL,
          "verbose": regex.VERBOSE}
 INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
-# `requires:` tests: cheaper after a match than lookaheads before every candidate position
-REQUIRES = {
-    "digit": lambda v: any(c.isdigit() for c in v),
-    "letter": lambda v: any(c.isalpha() for c in v),
-    "upper": lambda v: any(c.isupper() for c in v),
-    "lower": lambda v: any(c.islower() for c in v),
-}
 
 
 @dataclass(eq=False)
@@ -62,6 +55,7 @@ class CompiledRegex(CompiledRule):
     checksum: Any = None
     requires: tuple[Any, ...] = ()  # character-class tests the whole value must pass
     re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
+    re2_unicode_source: str | None = None  # the same, widened for non-ASCII text
 
     def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
         spans = []
@@ -139,17 +133,17 @@ def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str,
                         path=path) from None
 
 
-def _re2_source(rule: RegexRule) -> str | None:
+def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     """The pattern relaxed for RE2, or None when RE2 could disagree with `regex`.
 
-    Relaxing only ever widens what matches: lookarounds are dropped, possessive quantifiers and
-    atomic groups become ordinary ones. So on ASCII text "RE2 finds no match" still proves that
-    `regex` finds none. `$` (which `regex` also matches before a final newline) and verbose mode
-    are left to `regex` alone.
+    Relaxing only ever widens what matches: lookarounds and ``$`` are dropped, possessive
+    quantifiers and atomic groups become ordinary ones, large repetition bounds become open.
+    So "RE2 finds no match" still proves that `regex` finds none: on ASCII text for the plain
+    form, on any text for the ``unicode`` form (see ``relax``). Verbose mode is left to `regex`.
     """
     if "verbose" in rule.flags:
         return None
-    relaxed = relax(rule.pattern)
+    relaxed = relax(rule.pattern, unicode=unicode)
     if relaxed is None:
         return None
     inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
@@ -157,30 +151,71 @@ def _re2_source(rule: RegexRule) -> str | None:
 
 
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+# RE2 rejects repetitions above 1,000 (nested ones multiply) and its DFA grows with every
+# counted repetition: an upper bound above this becomes open, a lower one is capped.
+_OPEN_ABOVE = 16
+_BOUND = regex.compile(r"\{(\d*)(,?)(\d*)\}")
+_NON_ASCII = r"\x{80}-\x{10FFFF}"
+# RE2's \d \w \s are ASCII; `regex`'s are Unicode (and its \s also has \v and \x1c-\x1f)
+_WIDE = {"d": rf"[\d{_NON_ASCII}]", "w": rf"[\w{_NON_ASCII}]",
+         "s": rf"[\s\x0b\x1c-\x1f{_NON_ASCII}]"}
 
 
-def relax(pattern: str) -> str | None:
-    """``pattern`` without lookarounds, possessive quantifiers or atomic groups; None if the
-    pattern is too unusual to rewrite safely or uses the ``$`` anchor (`regex` also matches it
-    before a final newline, RE2 does not): the caller then skips RE2 for it."""
+def relax(pattern: str, *, unicode: bool = False) -> str | None:
+    """``pattern`` widened into RE2 syntax; None if the pattern is too unusual to rewrite safely.
+
+    Lookarounds, ``$`` and (``unicode``) ``\\b``/``\\B`` are dropped, possessive quantifiers and
+    atomic groups become ordinary ones, ``{m,n}`` with a large ``n`` becomes ``{m,}``: matches
+    can only widen. The plain form agrees with `regex` on ASCII text only (RE2's ``\\d \\w \\s
+    \\b`` are ASCII). The ``unicode`` form also lets every shorthand and every positive class
+    match any non-ASCII character, so it is a widening on any text; a negated class holding a
+    negated shorthand (``[^\\W_]``) cannot be widened that way and gives None.
+    """
     out: list[str] = []
     i, n = 0, len(pattern)
-    in_class, class_start = False, -1
+    in_class, class_start, negated = False, -1, False
     while i < n:
         ch = pattern[i]
         if ch == "\\":
-            out.append(pattern[i:i + 2])
-            i += 2
+            esc = pattern[i:i + 2]
+            if pattern.startswith("{", i + 2) and esc[1:] in ("x", "p", "P", "N", "u", "U"):
+                close = pattern.find("}", i)
+                if close < 0:
+                    return None
+                esc = pattern[i:close + 1]  # \x{...}, \p{...}: one atom, not a repetition
+            i += len(esc)
+            letter = esc[1:2]
+            if unicode and in_class and negated and letter in ("W", "D", "S", "P"):
+                return None
+            if unicode and not in_class and letter in _WIDE and len(esc) == 2:
+                out.append(_WIDE[letter])
+            elif unicode and not in_class and esc in ("\\b", "\\B"):
+                pass  # an assertion dropped (Unicode word boundaries): matches can only widen
+            else:
+                out.append(esc)
             continue
         if in_class:
+            if pattern.startswith("[:", i):  # a POSIX class: [[:alpha:]]
+                close = pattern.find(":]", i + 2)
+                if close < 0:
+                    return None
+                if unicode and negated and pattern.startswith("[:^", i):
+                    return None
+                out.append(pattern[i:close + 2])
+                i = close + 2
+                continue
             # a "]" right after "[" or "[^" is a literal member, not the end of the class
-            in_class = ch != "]" or i == class_start
+            if ch == "]" and i != class_start:
+                in_class = False
+                if unicode and not negated:
+                    out.append(_NON_ASCII)
             out.append(ch)
             i += 1
             continue
         if ch == "[":
             in_class = True
-            class_start = i + 2 if pattern.startswith("^", i + 1) else i + 1
+            negated = pattern.startswith("^", i + 1)
+            class_start = i + 2 if negated else i + 1
             out.append(pattern[i:class_start])
             i = class_start
             continue
@@ -191,14 +226,28 @@ def relax(pattern: str) -> str | None:
             i = end + 1  # an assertion dropped: matches can only widen
             continue
         if ch == "$":
-            return None
+            i += 1  # an assertion dropped (`regex` also matches it before a final newline)
+            continue
         if pattern.startswith("(?>", i):
             out.append("(?:")
             i += 3
             continue
-        if ch == "+" and out and out[-1] in ("+", "*", "?", "}"):
+        if ch == "+" and out and (out[-1] in ("+", "*", "?", "}") or _BOUND.fullmatch(out[-1])):
             i += 1  # possessive -> greedy
             continue
+        if ch == "{":
+            bound = _BOUND.match(pattern, i)
+            if bound is not None and (bound[1] or bound[3]):
+                low = min(int(bound[1] or 0), 64)
+                if bound[2]:
+                    high = bound[3]
+                    if high and int(high) > _OPEN_ABOVE:
+                        high = ""
+                    out.append(f"{{{low},{high}}}")
+                else:  # {m}
+                    out.append(f"{{{low}}}" if int(bound[1]) <= 64 else f"{{{low},}}")
+                i = bound.end()
+                continue
         out.append(ch)
         i += 1
     return "".join(out)
@@ -276,7 +325,8 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 keywords=tuple(k.lower() for k in rule.keywords),
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
                 requires=tuple(REQUIRES[name] for name in rule.requires),
-                re2_source=_re2_source(rule)))
+                re2_source=_re2_source(rule),
+                re2_unicode_source=_re2_source(rule, unicode=True)))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:
