@@ -16,6 +16,7 @@ import regex
 
 from .checksums import CHECKSUMS
 from .errors import PackError
+from .locate import Locator, build_locator
 from .packs import EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
 
 # `requires:` tests: cheaper after a match than lookaheads before every candidate position
@@ -57,9 +58,18 @@ class CompiledRegex(CompiledRule):
     re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
     re2_unicode_source: str | None = None  # the same, widened for non-ASCII text
 
-    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+    locator: Locator | None = None  # where matches can start, found by RE2 (ASCII text)
+
+    def find(self, text: str, timeout: float, data: bytes | None = None
+             ) -> list[tuple[int, int]]:
+        """Spans of accepted matches; ``data``: ``text`` as bytes when it is ASCII without the
+        characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
+        if self.locator is not None:
+            matches = self.locator.finditer(self.pattern, text, data, timeout)
+        else:
+            matches = self.pattern.finditer(text, timeout=timeout)
         spans = []
-        for m in self.pattern.finditer(text, timeout=timeout):
+        for m in matches:
             start, end = m.span(self.group)
             if start < 0 or start == end:
                 continue
@@ -207,8 +217,10 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
             # a "]" right after "[" or "[^" is a literal member, not the end of the class
             if ch == "]" and i != class_start:
                 in_class = False
-                if unicode and not negated:
-                    out.append(_NON_ASCII)
+                if unicode and not negated:  # a union: appending a range could glue onto a "-"
+                    out.append(f"]|[{_NON_ASCII}])")
+                    i += 1
+                    continue
             out.append(ch)
             i += 1
             continue
@@ -216,7 +228,7 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
             in_class = True
             negated = pattern.startswith("^", i + 1)
             class_start = i + 2 if negated else i + 1
-            out.append(pattern[i:class_start])
+            out.append(("(?:" if unicode and not negated else "") + pattern[i:class_start])
             i = class_start
             continue
         if ch == "(" and pattern.startswith(_LOOKAROUND, i):
@@ -326,7 +338,8 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
                 requires=tuple(REQUIRES[name] for name in rule.requires),
                 re2_source=_re2_source(rule),
-                re2_unicode_source=_re2_source(rule, unicode=True)))
+                re2_unicode_source=_re2_source(rule, unicode=True),
+                locator=build_locator(rule.pattern, flags, pattern)))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:

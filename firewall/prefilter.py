@@ -26,6 +26,13 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 _RE2_UNSAFE = regex.compile(r"[\x0b\x1c-\x1f]")
 
 
+def ascii_bytes(text: str) -> bytes | None:
+    """``text`` as bytes if RE2's plain (ASCII) patterns agree with `regex` on it, else None."""
+    if text.isascii() and not _RE2_UNSAFE.search(text):
+        return text.encode("ascii")
+    return None
+
+
 class Prefilter:
     def __init__(self, rules: Sequence[CompiledRegex]) -> None:
         self.size = len(rules)
@@ -71,17 +78,20 @@ class Prefilter:
             return None, [], frozenset(range(len(sources)))
         return rule_set, members, frozenset(outside)
 
-    def candidates(self, text: str) -> list[int]:
-        """Indices of the rules worth running on ``text``, ascending."""
+    def candidates(self, text: str, ascii_data: bytes | None | bool = False) -> list[int]:
+        """Indices of the rules worth running on ``text``, ascending. ``ascii_data``: what
+        ``ascii_bytes(text)`` returned, if the caller has it already."""
         allowed = set(self._unkeyed)
         if self._keywords is not None:
             for _, indices in self._keywords.iter(text.lower()):
                 allowed |= indices
         if not allowed:
             return []
-        if text.isascii() and not _RE2_UNSAFE.search(text):
+        if ascii_data is False:
+            ascii_data = ascii_bytes(text)
+        if ascii_data is not None:
             rule_set, members, outside, data = (self._set, self._set_members,
-                                                self._outside_set, text)
+                                                self._outside_set, ascii_data)
         else:  # the widened patterns, on the UTF-8 bytes
             rule_set, members, outside = self._uset, self._uset_members, self._outside_uset
             try:
