@@ -190,6 +190,8 @@ class Extractor:
         if skip is not None and text:
             for start, end in skip(text):  # genuine ledger blocks: blank them, keep offsets
                 text = text[:start] + " " * (end - start) + text[end:]
+        if self.cache_size <= 0:  # no memo: no key to serialize, no copies to keep
+            return self._scan_turn(turn, text, index)
         try:
             key: tuple | None = (turn.role, text, turn.tool_name, tuple(
                 (c.name, json.dumps(c.arguments, sort_keys=True, default=str))

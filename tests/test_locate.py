@@ -87,3 +87,18 @@ def test_a_located_scan_still_times_out():
     except TimeoutError:
         return
     raise AssertionError("no timeout")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab09_-#.stndrhAM²٣éKß", max_size=14))
+def test_joined_allowlists_and_requires_answer_as_the_loops_do(value):
+    from firewall.compiled import REQUIRES
+
+    for rule in RULES:
+        if rule.allow_any is not None:
+            loop = value not in rule.rule.allowlist.values and \
+                not any(p.fullmatch(value) for p in rule.allow_patterns)
+            assert rule.allowed(value) == loop, rule.qid
+    for name, test in (("digit", str.isdigit), ("letter", str.isalpha), ("upper", str.isupper),
+                       ("lower", str.islower)):
+        assert REQUIRES[name](value) == any(test(c) for c in value), name
