@@ -16,25 +16,31 @@ import regex
 
 from .checksums import CHECKSUMS
 from .errors import PackError
+from .locate import Locator, build_locator
 from .packs import EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
 
 # `requires:` tests: cheaper after a match than lookaheads before every candidate position
+def _requirement(test, ascii_members: str):
+    """``any(test(c) for c in v)``; on ASCII values a set test, the same answer, faster."""
+    members = frozenset(ascii_members)
+
+    def holds(value: str) -> bool:
+        if value.isascii():
+            return not members.isdisjoint(value)
+        return any(test(c) for c in value)
+    return holds
+
+
+_ASCII = "".join(map(chr, range(128)))
 REQUIRES = {
-    "digit": lambda v: any(c.isdigit() for c in v),
-    "letter": lambda v: any(c.isalpha() for c in v),
-    "upper": lambda v: any(c.isupper() for c in v),
-    "lower": lambda v: any(c.islower() for c in v),
+    "digit": _requirement(str.isdigit, "".join(c for c in _ASCII if c.isdigit())),
+    "letter": _requirement(str.isalpha, "".join(c for c in _ASCII if c.isalpha())),
+    "upper": _requirement(str.isupper, "".join(c for c in _ASCII if c.isupper())),
+    "lower": _requirement(str.islower, "".join(c for c in _ASCII if c.islower())),
 }
 FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall": regex.DOTALL,
          "verbose": regex.VERBOSE}
 INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
-# `requires:` tests: cheaper after a match than lookaheads before every candidate position
-REQUIRES = {
-    "digit": lambda v: any(c.isdigit() for c in v),
-    "letter": lambda v: any(c.isalpha() for c in v),
-    "upper": lambda v: any(c.isupper() for c in v),
-    "lower": lambda v: any(c.islower() for c in v),
-}
 
 
 @dataclass(eq=False)
@@ -48,9 +54,13 @@ class CompiledRule:
     def kind(self) -> str:
         return self.rule.kind
 
+    allow_any: regex.Pattern[str] | None = None  # the allowlist patterns as one alternation
+
     def allowed(self, value: str) -> bool:
         if value in self.rule.allowlist.values:
             return False
+        if self.allow_any is not None:
+            return self.allow_any.fullmatch(value) is None
         return not any(p.fullmatch(value) for p in self.allow_patterns)
 
 
@@ -62,10 +72,20 @@ class CompiledRegex(CompiledRule):
     checksum: Any = None
     requires: tuple[Any, ...] = ()  # character-class tests the whole value must pass
     re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
+    re2_unicode_source: str | None = None  # the same, widened for non-ASCII text
 
-    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+    locator: Locator | None = None  # where matches can start, found by RE2 (ASCII text)
+
+    def find(self, text: str, timeout: float, data: bytes | None = None
+             ) -> list[tuple[int, int]]:
+        """Spans of accepted matches; ``data``: ``text`` as bytes when it is ASCII without the
+        characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
+        if self.locator is not None:
+            matches = self.locator.finditer(self.pattern, text, data, timeout)
+        else:
+            matches = self.pattern.finditer(text, timeout=timeout)
         spans = []
-        for m in self.pattern.finditer(text, timeout=timeout):
+        for m in matches:
             start, end = m.span(self.group)
             if start < 0 or start == end:
                 continue
@@ -139,17 +159,17 @@ def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str,
                         path=path) from None
 
 
-def _re2_source(rule: RegexRule) -> str | None:
+def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     """The pattern relaxed for RE2, or None when RE2 could disagree with `regex`.
 
-    Relaxing only ever widens what matches: lookarounds are dropped, possessive quantifiers and
-    atomic groups become ordinary ones. So on ASCII text "RE2 finds no match" still proves that
-    `regex` finds none. `$` (which `regex` also matches before a final newline) and verbose mode
-    are left to `regex` alone.
+    Relaxing only ever widens what matches: lookarounds and ``$`` are dropped, possessive
+    quantifiers and atomic groups become ordinary ones, large repetition bounds become open.
+    So "RE2 finds no match" still proves that `regex` finds none: on ASCII text for the plain
+    form, on any text for the ``unicode`` form (see ``relax``). Verbose mode is left to `regex`.
     """
     if "verbose" in rule.flags:
         return None
-    relaxed = relax(rule.pattern)
+    relaxed = relax(rule.pattern, unicode=unicode)
     if relaxed is None:
         return None
     inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
@@ -157,31 +177,74 @@ def _re2_source(rule: RegexRule) -> str | None:
 
 
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+# RE2 rejects repetitions above 1,000 (nested ones multiply) and its DFA grows with every
+# counted repetition: an upper bound above this becomes open, a lower one is capped.
+_OPEN_ABOVE = 16
+_BOUND = regex.compile(r"\{(\d*)(,?)(\d*)\}")
+_NON_ASCII = r"\x{80}-\x{10FFFF}"
+# RE2's \d \w \s are ASCII; `regex`'s are Unicode (and its \s also has \v and \x1c-\x1f)
+_WIDE = {"d": rf"[\d{_NON_ASCII}]", "w": rf"[\w{_NON_ASCII}]",
+         "s": rf"[\s\x0b\x1c-\x1f{_NON_ASCII}]"}
 
 
-def relax(pattern: str) -> str | None:
-    """``pattern`` without lookarounds, possessive quantifiers or atomic groups; None if the
-    pattern is too unusual to rewrite safely or uses the ``$`` anchor (`regex` also matches it
-    before a final newline, RE2 does not): the caller then skips RE2 for it."""
+def relax(pattern: str, *, unicode: bool = False) -> str | None:
+    """``pattern`` widened into RE2 syntax; None if the pattern is too unusual to rewrite safely.
+
+    Lookarounds, ``$`` and (``unicode``) ``\\b``/``\\B`` are dropped, possessive quantifiers and
+    atomic groups become ordinary ones, ``{m,n}`` with a large ``n`` becomes ``{m,}``: matches
+    can only widen. The plain form agrees with `regex` on ASCII text only (RE2's ``\\d \\w \\s
+    \\b`` are ASCII). The ``unicode`` form also lets every shorthand and every positive class
+    match any non-ASCII character, so it is a widening on any text; a negated class holding a
+    negated shorthand (``[^\\W_]``) cannot be widened that way and gives None.
+    """
     out: list[str] = []
     i, n = 0, len(pattern)
-    in_class, class_start = False, -1
+    in_class, class_start, negated = False, -1, False
     while i < n:
         ch = pattern[i]
         if ch == "\\":
-            out.append(pattern[i:i + 2])
-            i += 2
+            esc = pattern[i:i + 2]
+            if pattern.startswith("{", i + 2) and esc[1:] in ("x", "p", "P", "N", "u", "U"):
+                close = pattern.find("}", i)
+                if close < 0:
+                    return None
+                esc = pattern[i:close + 1]  # \x{...}, \p{...}: one atom, not a repetition
+            i += len(esc)
+            letter = esc[1:2]
+            if unicode and in_class and negated and letter in ("W", "D", "S", "P"):
+                return None
+            if unicode and not in_class and letter in _WIDE and len(esc) == 2:
+                out.append(_WIDE[letter])
+            elif unicode and not in_class and esc in ("\\b", "\\B"):
+                pass  # an assertion dropped (Unicode word boundaries): matches can only widen
+            else:
+                out.append(esc)
             continue
         if in_class:
+            if pattern.startswith("[:", i):  # a POSIX class: [[:alpha:]]
+                close = pattern.find(":]", i + 2)
+                if close < 0:
+                    return None
+                if unicode and negated and pattern.startswith("[:^", i):
+                    return None
+                out.append(pattern[i:close + 2])
+                i = close + 2
+                continue
             # a "]" right after "[" or "[^" is a literal member, not the end of the class
-            in_class = ch != "]" or i == class_start
+            if ch == "]" and i != class_start:
+                in_class = False
+                if unicode and not negated:  # a union: appending a range could glue onto a "-"
+                    out.append(f"]|[{_NON_ASCII}])")
+                    i += 1
+                    continue
             out.append(ch)
             i += 1
             continue
         if ch == "[":
             in_class = True
-            class_start = i + 2 if pattern.startswith("^", i + 1) else i + 1
-            out.append(pattern[i:class_start])
+            negated = pattern.startswith("^", i + 1)
+            class_start = i + 2 if negated else i + 1
+            out.append(("(?:" if unicode and not negated else "") + pattern[i:class_start])
             i = class_start
             continue
         if ch == "(" and pattern.startswith(_LOOKAROUND, i):
@@ -191,14 +254,28 @@ def relax(pattern: str) -> str | None:
             i = end + 1  # an assertion dropped: matches can only widen
             continue
         if ch == "$":
-            return None
+            i += 1  # an assertion dropped (`regex` also matches it before a final newline)
+            continue
         if pattern.startswith("(?>", i):
             out.append("(?:")
             i += 3
             continue
-        if ch == "+" and out and out[-1] in ("+", "*", "?", "}"):
+        if ch == "+" and out and (out[-1] in ("+", "*", "?", "}") or _BOUND.fullmatch(out[-1])):
             i += 1  # possessive -> greedy
             continue
+        if ch == "{":
+            bound = _BOUND.match(pattern, i)
+            if bound is not None and (bound[1] or bound[3]):
+                low = min(int(bound[1] or 0), 64)
+                if bound[2]:
+                    high = bound[3]
+                    if high and int(high) > _OPEN_ABOVE:
+                        high = ""
+                    out.append(f"{{{low},{high}}}")
+                else:  # {m}
+                    out.append(f"{{{low}}}" if int(bound[1]) <= 64 else f"{{{low},}}")
+                i = bound.end()
+                continue
         out.append(ch)
         i += 1
     return "".join(out)
@@ -276,7 +353,9 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 keywords=tuple(k.lower() for k in rule.keywords),
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
                 requires=tuple(REQUIRES[name] for name in rule.requires),
-                re2_source=_re2_source(rule)))
+                re2_source=_re2_source(rule),
+                re2_unicode_source=_re2_source(rule, unicode=True),
+                locator=build_locator(rule.pattern, flags, pattern)))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:
@@ -298,5 +377,21 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
             if nlp is not None:
                 compiled.append(CompiledEntity(qid, owner, rule, nlp=nlp))
     for compiled_rule in compiled:
-        compiled_rule.allow_patterns = allow_by_qid[compiled_rule.qid]
+        compiled_rule.allow_patterns = allow = allow_by_qid[compiled_rule.qid]
+        compiled_rule.allow_any = _alternation(allow)
     return compiled
+
+
+_GLOBAL_SYNTAX = regex.compile(r"\(\?[a-zA-Z]+\)|\\\d|\(\?P?[<=(]|\(\?\|")
+
+
+def _alternation(patterns: tuple[regex.Pattern[str], ...]) -> regex.Pattern[str] | None:
+    """One pattern fullmatching what any of ``patterns`` fullmatches, or None when joining
+    could change a meaning (global inline flags, group references, conditionals)."""
+    if len(patterns) < 2 or any(p.flags & ~regex.UNICODE & ~regex.VERSION0 or
+                                _GLOBAL_SYNTAX.search(p.pattern) for p in patterns):
+        return None
+    try:
+        return regex.compile("|".join(f"(?:{p.pattern})" for p in patterns))
+    except regex.error:
+        return None

@@ -17,7 +17,7 @@ from typing import Any
 from .compiled import CompiledJsonKey, CompiledRegex, CompiledRule, compile_pack
 from .literals import Literal
 from .packs import Pack
-from .prefilter import Prefilter
+from .prefilter import Prefilter, ascii_bytes
 from .turns import ROLES, Conversation, Turn
 
 SpanFinder = Callable[[str], list[tuple[int, int]]]
@@ -136,17 +136,24 @@ class Extractor:
             return out
         rules = self._by_role[role]
         budget = self._budget(text)
-        selected = [rules.regex[i] for i in rules.prefilter.candidates(text)] + rules.other
-        for rule in selected:
-            try:
-                spans = rule.find(text, budget)
-            except TimeoutError:
-                out.timeouts.append(RuleTimeout(rule.qid, turn, field))
-                continue
-            for start, end in spans:
-                out.literals.append(self._literal(rule, text[start:end], turn, role, start, end,
-                                                  field, tool))
+        data = ascii_bytes(text)
+        regex_rules = rules.regex
+        for i in rules.prefilter.candidates(text, data):
+            self._run(regex_rules[i], text, budget, data, turn, role, field, tool, out)
+        for rule in rules.other:
+            self._run(rule, text, budget, None, turn, role, field, tool, out)
         return out
+
+    def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
+             role: str, field: str, tool: str | None, out: TurnScan) -> None:
+        try:
+            spans = rule.find(text, budget, data) if data is not None else rule.find(text, budget)
+        except TimeoutError:
+            out.timeouts.append(RuleTimeout(rule.qid, turn, field))
+            return
+        for start, end in spans:
+            out.literals.append(self._literal(rule, text[start:end], turn, role, start, end,
+                                              field, tool))
 
     def scan_json(self, node: Any, role: str, *, turn: int, root: str, tool: str | None,
                   out: TurnScan, text_rules: bool) -> None:
@@ -183,6 +190,8 @@ class Extractor:
         if skip is not None and text:
             for start, end in skip(text):  # genuine ledger blocks: blank them, keep offsets
                 text = text[:start] + " " * (end - start) + text[end:]
+        if self.cache_size <= 0:  # no memo: no key to serialize, no copies to keep
+            return self._scan_turn(turn, text, index)
         try:
             key: tuple | None = (turn.role, text, turn.tool_name, tuple(
                 (c.name, json.dumps(c.arguments, sort_keys=True, default=str))

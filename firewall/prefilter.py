@@ -1,10 +1,11 @@
 """Which regex rules can possibly match a text, decided in one or two linear passes.
 
 A prefilter may only narrow the set of rules `regex` runs; it never decides a result. Two
-stages: gitleaks-style keywords (Aho-Corasick over the lowercased text) and, for ASCII text,
-an RE2 ``Set`` of every eligible pattern, which reports in one pass which patterns match
-anywhere. RE2 and `regex` agree on ASCII text for the patterns we hand RE2 (see
-``compiled._re2_source``); other texts and ineligible patterns go straight to `regex`.
+stages: gitleaks-style keywords (Aho-Corasick over the lowercased text) and an RE2 ``Set`` of
+every eligible pattern, which reports in one pass which patterns match anywhere. The patterns
+handed to RE2 are widened (``compiled.relax``) so that RE2 finding no match proves `regex`
+finds none: the plain form on ASCII text, the ``unicode`` form (every shorthand and class also
+matching any non-ASCII character) on other text. Ineligible patterns go straight to `regex`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 _RE2_UNSAFE = regex.compile(r"[\x0b\x1c-\x1f]")
 
 
+def ascii_bytes(text: str) -> bytes | None:
+    """``text`` as bytes if RE2's plain (ASCII) patterns agree with `regex` on it, else None."""
+    if text.isascii() and not _RE2_UNSAFE.search(text):
+        return text.encode("ascii")
+    return None
+
+
 class Prefilter:
     def __init__(self, rules: Sequence[CompiledRegex]) -> None:
         self.size = len(rules)
@@ -40,42 +48,57 @@ class Prefilter:
                         automaton.add_word(keyword, {i})
             automaton.make_automaton()
             self._keywords = automaton
-        self._set, self._set_members, self._outside_set = self._build_set(rules)
+        self._set, self._set_members, self._outside_set = self._build_set(
+            [r.re2_source for r in rules])
+        self._uset, self._uset_members, self._outside_uset = self._build_set(
+            [r.re2_unicode_source for r in rules])
 
     @staticmethod
-    def _build_set(rules: Sequence[CompiledRegex]):
+    def _build_set(sources: Sequence[str | None]):
         if re2 is None:
-            return None, [], frozenset(range(len(rules)))
+            return None, [], frozenset(range(len(sources)))
         options = re2.Options()
         options.log_errors = False
         options.max_mem = 64 << 20
         rule_set = re2.Set.SearchSet(options)
         members, outside = [], set()
-        for i, rule in enumerate(rules):
+        for i, source in enumerate(sources):
             try:
-                if rule.re2_source is None:
+                if source is None:
                     raise ValueError
-                rule_set.Add(rule.re2_source)
+                rule_set.Add(source)
                 members.append(i)
             except Exception:  # RE2 lacks lookaround, backreferences, atomic groups...
                 outside.add(i)
         if not members:
-            return None, [], frozenset(range(len(rules)))
+            return None, [], frozenset(range(len(sources)))
         try:
             rule_set.Compile()  # returns None; failure raises
         except Exception:
-            return None, [], frozenset(range(len(rules)))
+            return None, [], frozenset(range(len(sources)))
         return rule_set, members, frozenset(outside)
 
-    def candidates(self, text: str) -> list[int]:
-        """Indices of the rules worth running on ``text``, ascending."""
+    def candidates(self, text: str, ascii_data: bytes | None | bool = False) -> list[int]:
+        """Indices of the rules worth running on ``text``, ascending. ``ascii_data``: what
+        ``ascii_bytes(text)`` returned, if the caller has it already."""
         allowed = set(self._unkeyed)
         if self._keywords is not None:
             for _, indices in self._keywords.iter(text.lower()):
                 allowed |= indices
         if not allowed:
             return []
-        if self._set is not None and text.isascii() and not _RE2_UNSAFE.search(text):
-            hits = {self._set_members[j] for j in self._set.Match(text) or ()}  # None: no match
-            allowed &= hits | self._outside_set
+        if ascii_data is False:
+            ascii_data = ascii_bytes(text)
+        if ascii_data is not None:
+            rule_set, members, outside, data = (self._set, self._set_members,
+                                                self._outside_set, ascii_data)
+        else:  # the widened patterns, on the UTF-8 bytes
+            rule_set, members, outside = self._uset, self._uset_members, self._outside_uset
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates: `regex` alone decides
+                rule_set = None
+        if rule_set is not None:
+            hits = {members[j] for j in rule_set.Match(data) or ()}  # None: no match
+            allowed &= hits | outside
         return sorted(allowed)

@@ -199,6 +199,38 @@ def test_relaxed_re2_prefilter_never_drops_a_match(text):
     assert got == expected
 
 
+UNICODE_PATTERNS = [r"(?<![\w#])#?\w{2,40}\d(?!\w)", r"\b\d{3,}\b", r"x\s+y$", r"[a-z\d]{5,100}",
+                    r"(?i)kelvin\W\S", r"[^\s,]{2}\.\d", r"\bé\w"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="x y\n\v\x1c\u00a0\u2003é٣Kk\u212aelvin01.,#_Ωß’—\ud800", max_size=60))
+def test_widened_re2_prefilter_never_drops_a_match_on_unicode_text(text):
+    pack = pack_from("name: u\nversion: '1'\nrules:\n" + "".join(
+        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n"
+        for i, p in enumerate(UNICODE_PATTERNS)))
+    if "u" not in _EXTRACTORS:
+        _EXTRACTORS["u"] = Extractor([pack])
+        prefilter = _EXTRACTORS["u"]._by_role["user"].prefilter
+        assert not prefilter._outside_set and not prefilter._outside_uset
+    extractor = _EXTRACTORS["u"]
+    got = sorted((l.rule, l.start, l.end) for l in extractor.scan_text(text, "user").literals)
+    expected = sorted((r.qid, s, e) for r in extractor.rules for s, e in r.find(text, 1.0))
+    assert got == expected
+
+
+def test_relax_widens_into_re2_syntax():
+    from firewall.compiled import relax
+
+    assert relax(r"(?<!\w)a{2,300}b{3}c{1,8}+$") == "a{2,}b{3}c{1,8}"
+    assert relax(r"\bx\d[\w.-]", unicode=True) == (
+        r"x[\d\x{80}-\x{10FFFF}](?:[\w.-]|[\x{80}-\x{10FFFF}])")
+    assert relax(r"[^\s]\x{100}[[:alpha:]]", unicode=True) == (
+        r"[^\s]\x{100}(?:[[:alpha:]]|[\x{80}-\x{10FFFF}])")
+    assert relax(r"[^\W_]", unicode=True) is None  # cannot be widened: left to `regex`
+    assert relax(r"[^\W_]") == r"[^\W_]"
+
+
 _EXTRACTORS: dict = {}
 
 

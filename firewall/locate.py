@@ -1,0 +1,349 @@
+"""RE2 locators: where a regex rule's matches can start, found by a DFA instead of `regex`.
+
+`regex` is a backtracking engine: looking for a generic rule's matches it tries the pattern at
+every position of the text, and generic rules (ID-shaped tokens, numbers, digests) are tried on
+nearly every text. A locator is an RE2 pattern derived from the rule's pattern such that every
+position where the rule matches is found by the locator: RE2 skips, in linear time, the stretches
+where no match can start, and `regex` is asked only at the candidate positions
+(``pattern.match(text, pos)``, which sees the text before ``pos`` for lookbehinds and ``\\b``).
+
+``finditer(text)`` emulates ``pattern.finditer(text)`` exactly, for patterns that cannot match
+the empty string: the leftmost match at or after ``pos`` starts at or after the leftmost
+locator candidate, so trying candidates in order and resuming after each match (or one past a
+failed candidate) finds the same matches. Used on ASCII text only (RE2 and `regex` agree on it,
+and byte offsets are character offsets); other text goes to ``pattern.finditer``.
+
+How the locator is derived from a pattern (each step only widens what it matches):
+
+* a leading negative lookbehind of one character class, ``(?<![C])``, becomes a consumed
+  ``(?:\\A|[^C])``: a candidate is then one past the locator's match start (or 0);
+* up to the first lookahead the pattern is kept (relaxed as for the prefilter); a run of
+  lookaheads there is replaced by the strings one of them requires, and the rest of the pattern
+  is dropped: two lookaheads ``(?=[S]{a,b}X)(?=[S]{c,d}Y)`` over the same class (an ID must hold
+  a digit and a letter) merge into "a run of S holding an X and a Y", the text they jointly need.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+try:
+    import re2
+except ImportError:  # pragma: no cover - google-re2 is a core dependency
+    re2 = None
+
+# each candidate costs two calls: where they come more often than one per this many bytes
+# (after the first few), the rest of the text goes to ``pattern.finditer`` (the same matches)
+MIN_CANDIDATES = 4
+BYTES_PER_CANDIDATE = 48
+# RE2 may read more than the text once (a failed candidate is retried one character on, and a
+# locator's match can be long): past this many times the text's length, the ordinary scan
+RESCAN_FACTOR = 4
+_ASCII = [chr(c) for c in range(128)]
+
+
+@dataclass(frozen=True)
+class _Item:
+    text: str  # the atom and its quantifier, as written
+    kind: str  # "atom", "assert" (\b, ^...), "lookahead", "neglookahead", "lookbehind", "alt"
+    body: str = ""  # a lookaround's content
+    atom: str = ""  # the atom without its quantifier
+    quant: str = ""
+
+
+def _class_end(pattern: str, i: int) -> int | None:
+    """Index just past the character class opening at ``i``."""
+    j = i + 1
+    if pattern.startswith("^", j):
+        j += 1
+    if pattern.startswith("]", j):
+        j += 1
+    while j < len(pattern):
+        ch = pattern[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if pattern.startswith("[:", j):
+            close = pattern.find(":]", j + 2)
+            if close < 0:
+                return None
+            j = close + 2
+            continue
+        if ch == "[":  # nested sets (`regex` V1): not handled
+            return None
+        if ch == "]":
+            return j + 1
+        j += 1
+    return None
+
+
+def _items(pattern: str) -> list[_Item] | None:
+    """The top-level sequence of ``pattern``: atoms with their quantifiers, and assertions."""
+    from .compiled import _BOUND, _group_end
+
+    items: list[_Item] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        kind, body = "atom", ""
+        if ch == "|":
+            items.append(_Item("|", "alt"))
+            i += 1
+            continue
+        if ch == "\\":
+            end = i + 2
+            if pattern.startswith("{", end) and pattern[i + 1:i + 2] in ("x", "p", "P", "N"):
+                close = pattern.find("}", end)
+                if close < 0:
+                    return None
+                end = close + 1
+            if pattern[i + 1:i + 2] in ("b", "B", "A", "Z", "z", "G", "m", "M"):
+                kind = "assert"
+        elif ch == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return None
+        elif ch == "(":
+            close = _group_end(pattern, i)
+            if close is None:
+                return None
+            end = close + 1
+            for opener, name in (("(?=", "lookahead"), ("(?!", "neglookahead"),
+                                 ("(?<=", "lookbehind"), ("(?<!", "neglookbehind")):
+                if pattern.startswith(opener, i):
+                    kind, body = name, pattern[i + len(opener):close]
+                    break
+            else:
+                if pattern.startswith("(?", i) and not pattern.startswith(
+                        ("(?:", "(?<", "(?P<", "(?>", "(?i:", "(?s:", "(?m:"), i):
+                    return None  # inline flags, comments, conditionals: not handled
+        elif ch in "^$":
+            kind, end = "assert", i + 1
+        elif ch in "*+?{)":
+            return None  # a quantifier without an atom: something unusual
+        else:
+            end = i + 1
+        atom = pattern[i:end]
+        j = end
+        if j < n and pattern[j] in "*+?":
+            j += 1
+        elif j < n and pattern[j] == "{":
+            bound = _BOUND.match(pattern, j)
+            if bound is not None:
+                j = bound.end()
+        if j > end and j < n and pattern[j] in "?+":
+            j += 1  # lazy or possessive
+        if kind != "atom" and j > end:
+            return None  # a quantified assertion
+        items.append(_Item(pattern[i:j], kind, body, atom, pattern[end:j]))
+        i = j
+    return items
+
+
+def _single(atom: str) -> bool:
+    """Is ``atom`` one character wide (a class, a shorthand, ``.`` or a literal)?"""
+    if atom.startswith("["):
+        return True
+    if atom.startswith("\\"):
+        return atom[1:2] in "dDwWsSpPx" or (len(atom) == 2 and not atom[1].isalnum())
+    return len(atom) == 1 and atom not in "()|"
+
+
+def _ascii_members(atom: str, flags: int) -> str | None:
+    try:
+        compiled = regex.compile(atom, flags)
+    except regex.error:
+        return None
+    return "".join(c for c in _ASCII if compiled.fullmatch(c))
+
+
+def _as_class(chars: str) -> str:
+    return "[" + "".join(f"\\x{ord(c):02x}" for c in chars) + "]"
+
+
+def _merge(lookaheads: list[str], flags: int) -> str | None:
+    """Two lookaheads ``[S]{a,b}X`` and ``[S]{c,d}Y`` (same S, X and Y one character each) as
+    one consuming pattern over ASCII text: ``S*`` then X and Y in either order, or one
+    character in both."""
+    shapes = []
+    for body in lookaheads:
+        items = _items(body)
+        if items and len(items) == 2 and all(it.kind == "atom" for it in items) and \
+                _single(items[0].atom) and _single(items[1].atom) and items[1].quant == "" and \
+                (items[0].quant in ("*", "+") or items[0].quant.startswith("{")):
+            shapes.append((items[0].atom, items[1].atom))
+    for k, (run, first) in enumerate(shapes):
+        for run2, second in shapes[k + 1:]:
+            if run2 != run:
+                continue
+            x, y = _ascii_members(first, flags), _ascii_members(second, flags)
+            if x is None or y is None:
+                continue
+            both = "".join(c for c in x if c in y)
+            branches = [f"{first}{run}*{second}", f"{second}{run}*{first}"]
+            if both:
+                branches.append(_as_class(both))
+            return f"{run}*(?:{'|'.join(branches)})"
+    return None
+
+
+def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
+    """(a pattern in `regex` syntax whose matches cover every start of ``pattern``'s matches,
+    the offset from a locator match start to the candidate), before relaxing for RE2."""
+    items = _items(pattern)
+    if items is None or not items:
+        return None
+    if any(it.kind == "alt" for it in items):
+        return pattern, 0  # the whole pattern, relaxed: a match of it starts where one can
+    i, prefix, lead = 0, "", []
+    while i < len(items) and items[i].kind not in ("atom", "lookahead"):
+        it = items[i]
+        if it.kind == "neglookbehind" and not prefix:
+            inner = _items(it.body)
+            if inner and len(inner) == 1 and inner[0].kind == "atom" and \
+                    inner[0].quant == "" and _single(inner[0].atom):
+                atom = inner[0].atom
+                if atom.startswith("[^"):
+                    prefix = "(?:\\A|[" + atom[2:] + ")"
+                elif atom.startswith("["):
+                    prefix = "(?:\\A|[^" + atom[1:] + ")"
+                elif atom == ".":
+                    prefix = "(?:\\A|\\n)"
+                else:
+                    prefix = "(?:\\A|[^" + (atom if atom.startswith("\\") else regex.escape(
+                        atom, special_only=False)) + "])"
+        elif it.kind == "assert" and it.atom in ("\\b", "\\B", "\\A", "^"):
+            lead.append(it.text)
+        i += 1
+    rest: list[str] = []
+    while i < len(items):
+        it = items[i]
+        if it.kind in ("lookahead", "neglookahead", "lookbehind", "neglookbehind"):
+            run = []
+            while i < len(items) and items[i].kind in ("lookahead", "neglookahead",
+                                                        "lookbehind", "neglookbehind"):
+                if items[i].kind == "lookahead":
+                    run.append(items[i].body)
+                i += 1
+            if run:
+                merged = _merge(run, flags)
+                rest.append(merged if merged is not None else f"(?:{run[0]})")
+                break  # the rest of the pattern is dropped: matches only widen
+            continue
+        rest.append(it.text)
+        i += 1
+    if not rest:
+        return None
+    return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
+
+
+@dataclass(eq=False)
+class Locator:
+    """A compiled locator for one rule; see the module docstring."""
+
+    match: Any  # RE2's Match(anchor, bytes, pos, endpos) -> [(start, end), ...], ASCII form
+    umatch: Any  # the same for the widened form, on UTF-8 bytes of any text (or None)
+    shift: int  # 1 when the locator consumes the character before a candidate
+
+    def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
+                 timeout: float) -> Iterator[Any]:
+        """``pattern.finditer(text)``; ``data``: ``text`` as ASCII bytes RE2 agrees on, or
+        None (then the widened locator runs on the UTF-8 bytes)."""
+        deadline = time.monotonic() + timeout
+        shift, anchor = self.shift, re2._Anchor.UNANCHORED
+        if data is not None:
+            match, chars = self.match, None
+        elif self.umatch is not None and _encodable(text):
+            match, data, chars = self.umatch, text.encode("utf-8"), text
+        else:
+            yield from pattern.finditer(text, timeout=timeout)
+            return
+        n, pos, tried, scanned = len(data), 0, 0, 0
+        cbase = bbase = 0  # a character offset and its byte offset (UTF-8 text only)
+        while pos <= len(text):
+            if chars is None:
+                start = pos - shift if pos else 0
+            else:  # the byte offset of character pos (or pos - 1), moving forward only
+                bbase += len(chars[cbase:pos].encode("utf-8"))
+                cbase = pos
+                start = bbase - len(chars[pos - 1].encode("utf-8")) if shift and pos else bbase
+            q, q_end = match(anchor, data, start, n)[0]
+            if q < 0:
+                return
+            # RE2 read up to the end of its match: bounded in all, the scan stays linear
+            scanned += q_end - start
+            if chars is not None:  # the character offset of byte q
+                if q >= bbase:
+                    cbase += len(data[bbase:q].decode("utf-8"))
+                else:
+                    cbase -= 1  # q is the start of character pos - 1
+                bbase = q
+                q = cbase
+            c = q + shift if q else 0
+            if c < pos:
+                c = pos
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("regex timed out")
+            tried += 1
+            if (tried > MIN_CANDIDATES and tried * BYTES_PER_CANDIDATE > c) or \
+                    scanned > RESCAN_FACTOR * n + 4096:
+                # candidates are dense here (or RE2 reads the same stretch again and again):
+                # the ordinary scan is cheaper. No match starts in [pos, c): resume at c.
+                yield from pattern.finditer(text, c, timeout=remaining)
+                return
+            m = pattern.match(text, c, timeout=remaining)
+            if m is None:
+                pos = c + 1
+            else:
+                yield m
+                pos = m.end()
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return False
+    return True
+
+
+def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str]) -> Locator | None:
+    """The locator of a rule's pattern, or None when none can be derived safely."""
+    from .compiled import INLINE_FLAGS, relax
+
+    if re2 is None or flags & regex.VERBOSE:
+        return None
+    derived = locator_source(pattern, flags)
+    if derived is None:
+        return None
+    source, shift = derived
+    relaxed, whole = relax(source), relax(pattern, unicode=True)
+    widened = relax(source, unicode=True)
+    if relaxed is None or whole is None:
+        return None
+    inline = "".join(letter for name, letter in INLINE_FLAGS.items()
+                     if flags & {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE,
+                                 "dotall": regex.DOTALL}[name])
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        if re2.compile(f"(?{inline}){whole}" if inline else whole, options).fullmatch(""):
+            return None  # the pattern may match the empty string: finditer's rules differ
+        locator = re2.compile(f"(?{inline}){relaxed}" if inline else relaxed, options)
+    except Exception:  # RE2 lacks it (backreferences...)
+        return None
+    try:
+        wide = None if widened is None else re2.compile(
+            f"(?{inline}){widened}" if inline else widened, options)
+    except Exception:
+        wide = None
+    raw = getattr(locator, "_regexp", None)
+    if raw is None or not hasattr(raw, "Match") or not hasattr(re2, "_Anchor"):
+        return None
+    return Locator(raw.Match, wide._regexp.Match if wide is not None else None, shift)

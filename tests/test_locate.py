@@ -1,0 +1,104 @@
+"""RE2 locators: the located scan finds exactly what ``pattern.finditer`` finds."""
+
+import regex
+from hypothesis import given, settings, strategies as st
+
+from firewall.compiled import CompiledRegex
+from firewall.extract import Extractor
+from firewall.locate import build_locator, locator_source
+from firewall.packs import load_packs
+from firewall.prefilter import ascii_bytes
+
+EXTRACTOR = Extractor(load_packs())
+RULES = [r for r in EXTRACTOR.rules if isinstance(r, CompiledRegex)]
+# pieces of every built-in rule's examples, to be cut and glued into texts near the rules' shapes
+PIECES = sorted({piece for r in RULES for ex in r.rule.examples.match
+                 for piece in regex.split(r"(\W)", ex.text) if piece}
+                | {piece for r in RULES for text in r.rule.examples.no_match
+                   for piece in regex.split(r"(\W)", text) if piece})
+SEPARATORS = [" ", "\n", "-", "_", "#", ".", ":", "/", "’", "—", "é", "\u00a0", "\x0b", "٣", "$"]
+
+
+def slow(rule, text):
+    """What ``find`` returns without a locator: the pattern's own ``finditer``."""
+    locator, rule.locator = rule.locator, None
+    try:
+        return rule.find(text, 5.0)
+    finally:
+        rule.locator = locator
+
+
+texts = st.lists(st.one_of(st.sampled_from(PIECES), st.sampled_from(SEPARATORS),
+                           st.text(alphabet="aZ09_-#.:/ é’", max_size=6)),
+                 max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts)
+def test_located_scan_equals_the_plain_scan_for_every_builtin_rule(text):
+    data = ascii_bytes(text)
+    for rule in RULES:
+        if rule.locator is not None:
+            assert rule.find(text, 5.0, data) == slow(rule, text), rule.qid
+            assert rule.find(text, 5.0) == slow(rule, text), rule.qid  # the UTF-8 locator
+
+
+def test_the_generic_rules_have_locators():
+    by_qid = {r.qid: r for r in RULES}
+    for qid in ("core/id-token", "core/hex-digest", "core/number-id"):
+        assert by_qid[qid].locator is not None, qid
+
+
+def test_lookbehind_becomes_a_consumed_character_and_lookaheads_merge():
+    source, shift = locator_source(r"(?<![\w#-])#?(?=[\w-]{0,9}\d)(?=[\w-]{0,9}[A-Za-z])\w+")
+    assert shift == 1
+    assert source.startswith(r"(?:\A|[^\w#-])#?[\w-]*(?:\d[\w-]*[A-Za-z]|[A-Za-z][\w-]*\d")
+    # two lookaheads whose characters can coincide keep the one-character branch
+    source, _ = locator_source(r"(?=\w{0,9}[a-f])(?=\w{0,9}[e-z])\w+")
+    assert source.endswith(r"|[\x65\x66])")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab1_-#. \n’é", max_size=50))
+def test_located_scan_on_handwritten_shapes(text):
+    for pattern in (r"(?<![\w#-])#?(?=[\w-]{0,9}\d)(?=[\w-]{0,9}[a-z])[\w-]{2,}",
+                    r"(?<!\.)\b[ab]+1", r"(?<![a])b(?=\d)", r"a|b1", r"(?<!#)\w{2}(?=\s|$)"):
+        compiled = regex.compile(pattern)
+        locator = build_locator(pattern, 0, compiled)
+        assert locator is not None, pattern
+        want = [m.span() for m in compiled.finditer(text)]
+        assert [m.span() for m in locator.finditer(compiled, text, ascii_bytes(text), 5.0)] \
+            == want, pattern
+        assert [m.span() for m in locator.finditer(compiled, text, None, 5.0)] == want, pattern
+
+
+def test_patterns_that_can_match_empty_get_no_locator():
+    for pattern in (r"a*", r"(?<!x)\b", r"(?:ab)?"):
+        assert build_locator(pattern, 0, regex.compile(pattern)) is None
+
+
+def test_a_located_scan_still_times_out():
+    pattern = r"(?<!x)(a|aa)+$"
+    compiled = regex.compile(pattern)
+    locator = build_locator(pattern, 0, compiled)
+    text = "a" * 60 + "b"
+    try:
+        list(locator.finditer(compiled, text, ascii_bytes(text), 0.05))
+    except TimeoutError:
+        return
+    raise AssertionError("no timeout")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab09_-#.stndrhAM²٣éKß", max_size=14))
+def test_joined_allowlists_and_requires_answer_as_the_loops_do(value):
+    from firewall.compiled import REQUIRES
+
+    for rule in RULES:
+        if rule.allow_any is not None:
+            loop = value not in rule.rule.allowlist.values and \
+                not any(p.fullmatch(value) for p in rule.allow_patterns)
+            assert rule.allowed(value) == loop, rule.qid
+    for name, test in (("digit", str.isdigit), ("letter", str.isalpha), ("upper", str.isupper),
+                       ("lower", str.islower)):
+        assert REQUIRES[name](value) == any(test(c) for c in value), name
