@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sqlite3
@@ -388,6 +389,88 @@ def test_process_killed_mid_write_leaves_no_half_record(tmp_path):
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     log.write(make_record(compaction=2))  # the dead writer's lock did not outlive it
     assert log.next_compaction_number("conv-1") == 3
+
+
+# --------------------------------------------------------------------------- the idle connection
+
+
+def test_idle_connection_keeps_the_wal_between_writes_and_every_record_lands(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    records = [make_record(compaction=n) for n in range(1, 31)]
+    for record in records:
+        log.write(record)
+        # the per-call connection was not the last one: its close did not delete the WAL
+        assert (tmp_path / "audit.db-wal").exists()
+    assert _row_counts(path) == (30, 60, 30)  # a fresh reader sees every record, whole
+    assert [r.id for r in log.export()] == [r.id for r in records]
+    assert log.next_compaction_number("conv-1") == 31
+    gc.collect()  # _row_counts' connections are closed by the cycle collector (3.11's sqlite3)
+    log.close()
+    assert not (tmp_path / "audit.db-wal").exists()  # the last close checkpointed it
+    assert _row_counts(path) == (30, 60, 30)
+    log.write(make_record(compaction=31))  # still usable after close()
+    assert _row_counts(path) == (31, 62, 31)
+
+
+def test_per_call_connection_still_sees_a_replaced_file(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    log.write(make_record())
+    for leftover in tmp_path.glob("audit.db-*"):
+        leftover.unlink()
+    path.write_bytes(b"not a database" * 500)  # the idle connection still has the old file
+    with pytest.raises(AuditError, match="corrupt or not a literal-firewall audit database"):
+        log.write(make_record(compaction=2))
+
+
+def test_threads_share_one_log(tmp_path):
+    import threading
+
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            for n in range(1, 11):
+                log.write(make_record(conversation_id=f"thread-{w}", compaction=n,
+                                      literals=[outcome(f"INV-{w}-{n}")]))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert _row_counts(path) == (60, 60, 60)
+    for w in range(6):
+        assert log.next_compaction_number(f"thread-{w}") == 11
+
+
+def test_fork_drops_the_idle_connection_first(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    log.write(make_record(compaction=1))
+    assert log._idle is not None
+    fork = multiprocessing.get_context("fork")
+
+    def child_writes() -> None:  # through the very object the parent holds (inherited by fork)
+        if log._idle is not None:  # the parent's connection must not cross the fork
+            os._exit(3)
+        log.write(make_record(compaction=2))
+
+    child = fork.Process(target=child_writes)
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    log.write(make_record(compaction=3))  # the parent reopens its idle connection
+    assert log._idle is not None
+    assert sorted(r.compaction for r in SQLiteAuditLog(path, key=KEY).export()) == [1, 2, 3]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 # --------------------------------------------------------------------------- JSONL storage
