@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Literal as TypingLiteral, Protocol, runtime_checkable
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
+                      model_validator)
 
 from .errors import AuditError
 from .turns import Role
@@ -156,12 +157,27 @@ class LiteralOutcome(_Model):
     @classmethod
     def of(cls, value: str, *, key: bytes, sensitive: bool = False,
            **fields: Any) -> LiteralOutcome:
-        value_hash = literal_hash(value, key)
-        detail = fields.pop("detail", None)
-        if sensitive and detail:
-            detail = detail.replace(value, HASH_PREFIX + value_hash)
-        return cls(value=None if sensitive else value, value_hash=value_hash,
-                   sensitive=sensitive, detail=detail, **fields)
+        return cls(**_outcome_fields(value, key=key, sensitive=sensitive, **fields))
+
+    @classmethod
+    def many(cls, outcomes: Iterable[dict[str, Any]], *, key: bytes) -> list[LiteralOutcome]:
+        """``of`` for many at once: each dict holds ``value`` and ``of``'s keyword arguments.
+        Validated as one list, which is about twice as fast as one model at a time (a
+        compaction's record has a thousand of them), with the same checks and results."""
+        return _OUTCOMES.validate_python([_outcome_fields(key=key, **o) for o in outcomes])
+
+
+def _outcome_fields(value: str, *, key: bytes, sensitive: bool = False,
+                    **fields: Any) -> dict[str, Any]:
+    value_hash = literal_hash(value, key)
+    detail = fields.pop("detail", None)
+    if sensitive and detail:
+        detail = detail.replace(value, HASH_PREFIX + value_hash)
+    return dict(value=None if sensitive else value, value_hash=value_hash,
+                sensitive=sensitive, detail=detail, **fields)
+
+
+_OUTCOMES = TypeAdapter(list[LiteralOutcome])
 
 
 class VerdictSummary(_Model):

@@ -340,7 +340,8 @@ class Firewall:
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
             evicted=plan.pinned.evicted, attempts=attempts, compacted=summary is not None,
             error=error, verbatim=verbatim,
-            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key)
+            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key,
+            block=block)
 
     # ── drivers ─────────────────────────────────────────────────────────────────────────
 

@@ -512,3 +512,25 @@ def test_jsonl_corrupt_line_names_file_and_line(tmp_path):
 def test_jsonl_missing_file_is_an_empty_log(tmp_path):
     log = JSONLAuditLog(tmp_path / "none.jsonl", key=KEY)
     assert log.list() == [] and log.next_compaction_number("c") == 1
+
+
+def test_many_outcomes_are_the_outcomes_of_one_at_a_time():
+    arguments = [
+        dict(value=INVOICE, rule="billing/invoice", role="user", turn=3, status="in_summary",
+             in_summary=True, in_ledger=True),
+        dict(value=SECRET, sensitive=True, rule="core/api-key", role="tool", turn=0,
+             status="mutated_unrepaired", in_ledger=True, detail=f"summary wrote {SECRET}x"),
+        dict(value="ORD-7731", rule="shop/order", role="assistant", turn=0, status="evicted",
+             detail="over budget"),
+    ]
+    many = LiteralOutcome.many(arguments, key=KEY)
+    one_at_a_time = [LiteralOutcome.of(key=KEY, **dict(a)) for a in arguments]
+    assert many == one_at_a_time
+    assert [o.model_dump_json() for o in many] == [o.model_dump_json() for o in one_at_a_time]
+    assert many[1].value is None and SECRET not in many[1].model_dump_json()
+    for bad in (dict(arguments[0], role="robot"), dict(arguments[0], turn=-1),
+                dict(arguments[0], status="lost")):
+        with pytest.raises(ValidationError):
+            LiteralOutcome.of(key=KEY, **dict(bad))
+        with pytest.raises(ValidationError):
+            LiteralOutcome.many([arguments[2], bad], key=KEY)
