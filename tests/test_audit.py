@@ -523,7 +523,9 @@ def test_many_outcomes_are_the_outcomes_of_one_at_a_time():
         dict(value="ORD-7731", rule="shop/order", role="assistant", turn=0, status="evicted",
              detail="over budget"),
     ]
+    given = [dict(a) for a in arguments]
     many = LiteralOutcome.many(arguments, key=KEY)
+    assert arguments == given  # the caller's dicts are left as they were
     one_at_a_time = [LiteralOutcome.of(key=KEY, **dict(a)) for a in arguments]
     assert many == one_at_a_time
     assert [o.model_dump_json() for o in many] == [o.model_dump_json() for o in one_at_a_time]
