@@ -633,6 +633,14 @@ class SQLiteAuditLog(_Keyed):
             self._idle, self._idle_pid = conn, pid
             _IDLE_LOGS.add(self)
 
+    def __getstate__(self) -> dict[str, Any]:  # pickled or copied: the idle connection stays
+        state = self.__dict__.copy()
+        state.update(_idle=None, _idle_pid=0, _idle_lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _idle_lock=threading.Lock())
+
     def close(self) -> None:
         """Close the idle connection (the WAL is checkpointed if no other is open); the log
         stays usable and keeps one open again on its next write."""

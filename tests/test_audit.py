@@ -413,6 +413,19 @@ def test_idle_connection_keeps_the_wal_between_writes_and_every_record_lands(tmp
     assert _row_counts(path) == (31, 62, 31)
 
 
+def test_a_log_still_pickles_and_copies(tmp_path):
+    import copy
+    import pickle
+
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    log.write(make_record(compaction=1))
+    for other in (pickle.loads(pickle.dumps(log)), copy.deepcopy(log), copy.copy(log)):
+        assert other.path == log.path and other.key == KEY
+        other.write(make_record(compaction=other.next_compaction_number("conv-1")))
+    assert log._idle is not None  # the original's connection is its own
+    assert sorted(r.compaction for r in log.export()) == [1, 2, 3, 4]
+
+
 def test_per_call_connection_still_sees_a_replaced_file(tmp_path):
     path = tmp_path / "audit.db"
     log = SQLiteAuditLog(path, key=KEY)
