@@ -633,6 +633,12 @@ class SQLiteAuditLog(_Keyed):
             self._idle, self._idle_pid = conn, pid
             _IDLE_LOGS.add(self)
 
+    def __del__(self) -> None:
+        # at once, not when the cycle collector gets to the connection (sqlite3's statement
+        # cache refers back to it): the last close is what checkpoints and removes the WAL
+        with contextlib.suppress(Exception):
+            self.close()
+
     def __getstate__(self) -> dict[str, Any]:  # pickled or copied: the idle connection stays
         state = self.__dict__.copy()
         state.update(_idle=None, _idle_pid=0, _idle_lock=None)

@@ -413,6 +413,15 @@ def test_idle_connection_keeps_the_wal_between_writes_and_every_record_lands(tmp
     assert _row_counts(path) == (31, 62, 31)
 
 
+def test_a_dropped_log_closes_its_idle_connection_at_once(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    log.write(make_record())
+    assert (tmp_path / "audit.db-wal").exists()
+    del log  # no gc.collect(): reference counting alone
+    assert not (tmp_path / "audit.db-wal").exists()
+    assert _row_counts(tmp_path / "audit.db") == (1, 2, 1)
+
+
 def test_a_log_still_pickles_and_copies(tmp_path):
     import copy
     import pickle
