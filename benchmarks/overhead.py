@@ -109,7 +109,7 @@ def profile(conversation: Conversation, summary: str, top: int) -> None:
             fw.compact(conversation, summarizer=ScriptedSummarizer([summary]))
         profiler.disable()
         fw.audit.close()
-    print(f"\nprofile of 5 compactions over turns seen before (cProfile adds its own overhead):")
+    print("\nprofile of 5 compactions over turns seen before (cProfile adds its own overhead):")
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(top)
 
 

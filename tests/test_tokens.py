@@ -1,4 +1,4 @@
-"""The token estimate: its ASCII fast path gives exactly the pieces and counts of the Unicode one."""
+"""The token estimate: its ASCII fast path gives the pieces and counts of the Unicode one."""
 
 from __future__ import annotations
 
