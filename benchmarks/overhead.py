@@ -1,6 +1,6 @@
 """Time the guard adds around a summarizer call, for a ~100k-token span.
 
-    python benchmarks/overhead.py [--data ../shared/data] [--repeat 7]
+    python benchmarks/overhead.py [--data ../shared/data] [--repeat 7] [--profile 25]
 
 The summarizer answers instantly (a scripted one), so the time measured is all firewall:
 extraction, ledger update and fit, validation, composition, and the SQLite audit write.
@@ -49,6 +49,9 @@ def main() -> int:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--tokens", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--profile", type=int, metavar="N", default=0,
+                        help="then profile 5 compactions over turns seen before (cProfile) "
+                             "and print the N functions with the most cumulative time")
     args = parser.parse_args()
     data = Path(args.data)
     if not data.is_dir():
@@ -88,7 +91,26 @@ def main() -> int:
     print(f"extraction alone, cold          {ex:8.1f} ms")
     print(f"whole guard, cold               {c:8.1f} ms   (ratio to extraction {c / ex:.2f}x)")
     print(f"whole guard, turns seen before  {w:8.1f} ms   (ratio to extraction {w / ex:.2f}x)")
+    if args.profile:
+        profile(conversation, summary, args.profile)
     return 0
+
+
+def profile(conversation: Conversation, summary: str, top: int) -> None:
+    import cProfile
+    import pstats
+
+    with tempfile.TemporaryDirectory() as folder:
+        fw = Firewall(keep_last=0, max_retries=0, audit=SQLiteAuditLog(Path(folder) / "a.db"))
+        fw.compact(conversation, summarizer=ScriptedSummarizer([summary]))  # turns now seen
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(5):
+            fw.compact(conversation, summarizer=ScriptedSummarizer([summary]))
+        profiler.disable()
+        fw.audit.close()
+    print("\nprofile of 5 compactions over turns seen before (cProfile adds its own overhead):")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(top)
 
 
 if __name__ == "__main__":

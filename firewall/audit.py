@@ -20,10 +20,13 @@ import functools
 import hashlib
 import hmac
 import json
+import operator
 import os
 import secrets
 import sqlite3
+import threading
 import uuid
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
@@ -31,7 +34,8 @@ from pathlib import Path
 from typing import Any, Literal as TypingLiteral, Protocol, runtime_checkable
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
+                      model_validator)
 
 from .errors import AuditError
 from .turns import Role
@@ -153,12 +157,35 @@ class LiteralOutcome(_Model):
     @classmethod
     def of(cls, value: str, *, key: bytes, sensitive: bool = False,
            **fields: Any) -> LiteralOutcome:
-        value_hash = literal_hash(value, key)
-        detail = fields.pop("detail", None)
-        if sensitive and detail:
-            detail = detail.replace(value, HASH_PREFIX + value_hash)
-        return cls(value=None if sensitive else value, value_hash=value_hash,
-                   sensitive=sensitive, detail=detail, **fields)
+        return cls(**_outcome_fields(value, key=key, sensitive=sensitive, **fields))
+
+    @classmethod
+    def many(cls, outcomes: Iterable[dict[str, Any]], *, key: bytes) -> list[LiteralOutcome]:
+        """``of`` for many at once: each dict holds ``value`` and ``of``'s keyword arguments.
+        Validated as one list, which is about twice as fast as one model at a time (a
+        compaction's record has a thousand), with the same checks and results."""
+        return _OUTCOMES.validate_python([_hashed(dict(o), key) for o in outcomes])
+
+
+def _outcome_fields(value: str, *, key: bytes, **fields: Any) -> dict[str, Any]:
+    return _hashed({"value": value, **fields}, key)
+
+
+def _hashed(fields: dict[str, Any], key: bytes) -> dict[str, Any]:
+    """``fields``, completed in place with the value's hash; a sensitive value is dropped,
+    and masked in ``detail``."""
+    value = fields["value"]
+    fields["value_hash"] = value_hash = literal_hash(value, key)
+    sensitive = fields.setdefault("sensitive", False)
+    detail = fields.setdefault("detail", None)
+    if sensitive:
+        fields["value"] = None
+        if detail:
+            fields["detail"] = detail.replace(value, HASH_PREFIX + value_hash)
+    return fields
+
+
+_OUTCOMES = TypeAdapter(list[LiteralOutcome])
 
 
 class VerdictSummary(_Model):
@@ -525,6 +552,22 @@ _SUMMARY_COLUMNS = ("id", "conversation_id", "compaction", "created_at", "policy
                     "outcome", "turns_compacted", "tokens_before", "tokens_after", "ledger_tokens")
 
 
+# Logs holding an idle connection. Every one is closed before os.fork: a child must not inherit
+# an open SQLite connection (SQLite's per-process lock bookkeeping would be wrong there, and a
+# child's own connections to the file would skip locks it does not hold).
+_IDLE_LOGS: weakref.WeakSet[SQLiteAuditLog] = weakref.WeakSet()
+_INHERITED: list[sqlite3.Connection] = []  # inherited despite that: kept, never closed
+
+
+def _close_before_fork() -> None:
+    for log in list(_IDLE_LOGS):
+        log.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_close_before_fork)
+
+
 def default_db_path() -> Path:
     env = os.environ.get(DB_ENV)
     return Path(env).expanduser() if env else state_dir() / "audit.db"
@@ -535,7 +578,10 @@ class SQLiteAuditLog(_Keyed):
 
     WAL mode and a busy timeout let several processes write at once; each record (row, literal
     rows, attempt rows) is one ``BEGIN IMMEDIATE`` transaction, so a crash never leaves half of
-    one. A connection is opened per call, which makes the object safe across threads and forks.
+    one. A connection is opened per call, which makes the object safe across threads and forks;
+    one more, idle, is kept open while the log is in use (see ``_keep_open``), so that closing
+    the per-call connection does not checkpoint and delete the WAL every time. ``close()``
+    drops it; it is also dropped before ``os.fork``.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, key: bytes | None = None,
@@ -543,11 +589,74 @@ class SQLiteAuditLog(_Keyed):
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self.key = key
         self.busy_timeout = busy_timeout
+        self._idle: sqlite3.Connection | None = None  # see _keep_open
+        self._idle_pid = 0
+        self._idle_lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise _os_error(self.path, exc, "creating the folder") from exc
         self._migrate()
+        self._keep_open()
+
+    def _keep_open(self) -> None:
+        """Hold one idle connection to the file while this log is in use.
+
+        When the last connection to a WAL database closes, SQLite checkpoints the WAL into the
+        database and deletes it: with a connection per call, every record paid for that (about
+        6 ms of a ~100k-token compaction's 15 ms write). An idle connection that has read the
+        file keeps the per-call ones from being the last; the WAL is then checkpointed by
+        SQLite's automatic checkpoint (every 1,000 pages) instead, and when this log is closed
+        or collected. It never runs a statement again, so the per-call connections keep all
+        their behaviour (a replaced, corrupt, locked or full file is seen by the next call), and
+        it holds no transaction, so it never stops a checkpoint. Best effort: if it cannot be
+        opened, the log works as before, a little slower.
+        """
+        pid = os.getpid()
+        if self._idle is not None and self._idle_pid == pid:
+            return
+        with self._idle_lock:
+            if self._idle is not None and self._idle_pid == pid:
+                return
+            if self._idle is not None:  # inherited through a fork that bypassed the hook:
+                _INHERITED.append(self._idle)  # never close it here; it is the parent's
+                self._idle = None
+            conn = None
+            try:
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout,
+                                       isolation_level=None, check_same_thread=False)
+                conn.execute("SELECT count(*) FROM _migrations").fetchall()  # opens the WAL
+            except (sqlite3.Error, OSError):
+                if conn is not None:
+                    conn.close()
+                return
+            self._idle, self._idle_pid = conn, pid
+            _IDLE_LOGS.add(self)
+
+    def __del__(self) -> None:
+        # at once, not when the cycle collector gets to the connection (sqlite3's statement
+        # cache refers back to it): the last close is what checkpoints and removes the WAL
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled or copied: the idle connection stays
+        state = self.__dict__.copy()
+        state.update(_idle=None, _idle_pid=0, _idle_lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _idle_lock=threading.Lock())
+
+    def close(self) -> None:
+        """Close the idle connection (the WAL is checkpointed if no other is open); the log
+        stays usable and keeps one open again on its next write."""
+        with self._idle_lock:
+            conn, self._idle = self._idle, None
+            if conn is not None:
+                if self._idle_pid == os.getpid():
+                    conn.close()
+                else:
+                    _INHERITED.append(conn)
 
     def __repr__(self) -> str:
         return f"SQLiteAuditLog({str(self.path)!r})"
@@ -562,6 +671,10 @@ class SQLiteAuditLog(_Keyed):
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
+            # In WAL mode NORMAL syncs at checkpoints, not at every commit: a committed record
+            # survives the application crashing; a power loss or OS crash may lose the last
+            # records (never half of one: the WAL stays atomic). FULL fsynced every record.
+            conn.execute("PRAGMA synchronous = NORMAL")
             yield conn
         except sqlite3.Error as exc:
             raise self._error(exc, action) from exc
@@ -627,6 +740,7 @@ class SQLiteAuditLog(_Keyed):
 
     def write(self, record: AuditRecord) -> None:
         record = _redacted(record, self._key())
+        self._keep_open()
         with self._connect("writing a record") as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock now, so busy_timeout applies
             try:
@@ -679,6 +793,7 @@ class SQLiteAuditLog(_Keyed):
                 yield AuditRecord.model_validate_json(row["json"])
 
     def next_compaction_number(self, conversation_id: str) -> int:
+        self._keep_open()
         with self._connect("reading") as conn:
             row = conn.execute("SELECT max(compaction) FROM records WHERE conversation_id = ?",
                                (conversation_id,)).fetchone()
@@ -712,12 +827,14 @@ def _insert_record(conn: sqlite3.Connection, record: AuditRecord) -> None:
          record.placeholders, record.model_dump_json()))
 
 
+_literal_row = operator.attrgetter(*_LITERAL_COLUMNS)  # one C call per row, not 11 getattrs
+
+
 def _insert_literals(conn: sqlite3.Connection, record: AuditRecord) -> None:
     conn.executemany(
         f"INSERT INTO literals (record_id, position, {', '.join(_LITERAL_COLUMNS)}) "
         f"VALUES (?, ?{', ?' * len(_LITERAL_COLUMNS)})",
-        [(record.id, i, *(getattr(lit, c) for c in _LITERAL_COLUMNS))
-         for i, lit in enumerate(record.literals)])
+        [(record.id, i, *_literal_row(lit)) for i, lit in enumerate(record.literals)])
 
 
 def _insert_attempts(conn: sqlite3.Connection, record: AuditRecord) -> None:

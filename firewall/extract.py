@@ -192,12 +192,7 @@ class Extractor:
                 text = text[:start] + " " * (end - start) + text[end:]
         if self.cache_size <= 0:  # no memo: no key to serialize, no copies to keep
             return self._scan_turn(turn, text, index)
-        try:
-            key: tuple | None = (turn.role, text, turn.tool_name, tuple(
-                (c.name, json.dumps(c.arguments, sort_keys=True, default=str))
-                for c in turn.tool_calls))
-        except (ValueError, RecursionError):  # arguments too deep to serialize: not cached
-            key = None
+        key = turn_key(turn, text)
         with self._cache_lock:
             cached = self._cache.get(key) if key is not None else None
             if cached is not None:
@@ -248,6 +243,18 @@ class Extractor:
         return Literal(value=value, rule=rule.qid, turn=turn, role=role, start=start, end=end,
                        field=field, tool=tool, severity=spec.severity, sensitive=spec.sensitive,
                        priority=spec.priority)
+
+
+def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
+    """What a turn's scan depends on (``text``: its text as scanned, by default ``turn.text``);
+    None when its tool-call arguments are too deep to serialize (such a turn is never memoized).
+    Arguments are compared as sorted JSON: ``1`` and ``1.0`` are equal in Python, not here."""
+    try:
+        return (turn.role, turn.text if text is None else text, turn.tool_name, tuple(
+            (c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+            for c in turn.tool_calls))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _at(lit: Literal, turn: int) -> Literal:
@@ -306,6 +313,20 @@ class Scanner:
                 known.priority = max(known.priority, lit.priority)
         return new
 
+    def state(self) -> dict[str, Literal]:
+        """A copy of what was added so far, before ``result()``; ``Scanner.resume`` takes it."""
+        return {value: _at(lit, lit.turn) for value, lit in self._by_value.items()}
+
+    @classmethod
+    def resume(cls, extractor: Extractor, state: dict[str, Literal], turns: int, *,
+               skip: SpanFinder | None = None) -> Scanner:
+        """A scanner that has added ``turns`` turns, whose ``state()`` was ``state`` (copied:
+        the state may be resumed again) and which hit no rule timeout."""
+        scanner = cls(extractor, skip=skip)
+        scanner._by_value = {value: _at(lit, lit.turn) for value, lit in state.items()}
+        scanner.turns = turns
+        return scanner
+
     def result(self) -> ScanResult:
         literals = list(self._by_value.values())
         # a literal that contains a secret (a URL with a password in it) is a secret too
@@ -315,3 +336,67 @@ class Scanner:
                 if not lit.sensitive and any(s in lit.value for s in secrets):
                     lit.sensitive = True
         return ScanResult(literals=literals, timeouts=list(self.timeouts))
+
+
+@dataclass(slots=True)
+class _Prefix:
+    keys: list[tuple]  # per turn: turn_key and the skipped spans
+    state: dict[str, Literal]
+
+
+class ScanMemo:
+    """Scanner states of recent scans, so that turns scanned before are not added again.
+
+    An agent compacts the same history again and again, each time with a few turns more:
+    ``scan`` finds the state left by an earlier scan that started at the same turn, checks
+    that every one of its turns is unchanged (role, text, tool name, arguments as JSON, and
+    the spans ``skip`` blanks, so a ledger block that is genuine for one ledger and not for
+    another is never confused), resumes it and adds only the turns after it. The result is
+    the one a fresh ``Scanner`` gives. A scan in which a rule timed out stores nothing (the
+    rule may finish next time). Thread-safe; bounded to the ``size`` most recent starts.
+    """
+
+    def __init__(self, extractor: Extractor, size: int = 32) -> None:
+        self.extractor, self.size = extractor, size
+        self._prefixes: OrderedDict[tuple, _Prefix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def scan(self, turns: list[Turn], *, offset: int = 0, skip: SpanFinder | None = None,
+             tag: Any = None) -> ScanResult:
+        """``Scanner`` over ``turns`` numbered from ``offset``; ``tag`` (a conversation id)
+        keeps conversations that start alike apart (a different tag only misses)."""
+        keys: list[tuple] | None = []
+        for turn in turns:
+            key = turn_key(turn)
+            if key is None:
+                keys = None
+                break
+            keys.append((key, tuple(skip(turn.text)) if skip is not None and turn.text
+                         else ()))
+        if not keys:  # nothing to scan, or a turn that cannot be keyed: no memo
+            scanner = Scanner(self.extractor, skip=skip)
+            for i, turn in enumerate(turns):
+                scanner.add(turn, offset + i)
+            return scanner.result()
+        slot = (tag, offset, keys[0])
+        with self._lock:
+            prefix = self._prefixes.get(slot)
+            if prefix is not None:
+                self._prefixes.move_to_end(slot)
+        done = 0
+        if prefix is not None and len(prefix.keys) <= len(keys) and \
+                keys[:len(prefix.keys)] == prefix.keys:
+            done = len(prefix.keys)
+            scanner = Scanner.resume(self.extractor, prefix.state, done, skip=skip)
+        else:
+            scanner = Scanner(self.extractor, skip=skip)
+        for i in range(done, len(turns)):
+            scanner.add(turns[i], offset + i)
+        if done < len(turns) and not scanner.timeouts:
+            stored = _Prefix(keys, scanner.state())
+            with self._lock:
+                self._prefixes[slot] = stored
+                self._prefixes.move_to_end(slot)
+                while len(self._prefixes) > self.size:
+                    self._prefixes.popitem(last=False)
+        return scanner.result()

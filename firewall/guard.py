@@ -20,9 +20,9 @@ from typing import Any, Literal as TypingLiteral
 from .audit import AuditRecord, open_audit_log
 from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
-from .extract import Extractor, Scanner
+from .extract import Extractor, ScanMemo, Scanner
 from .formats import parse_messages
-from .ledger import Eviction, Ledger, LedgerEntry, contextual_salience, uses
+from .ledger import Eviction, Ledger, LedgerEntry, contextual_salience, find_blocks, uses
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
@@ -127,6 +127,7 @@ class Firewall:
         if names or not given:  # names to load, or nothing given: every built-in pack
             self.packs += load_packs(*names)
         self.extractor = Extractor(self.packs)
+        self._scans = ScanMemo(self.extractor)  # per-conversation scan states (see pin)
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
@@ -165,15 +166,23 @@ class Firewall:
         blocks are skipped. ``seen`` (digests of raw messages) serves wrappers that receive a
         whole history with every request: a message is never counted twice.
         """
-        scanner = Scanner(self.extractor, skip=lambda text: ledger_blocks(text, ledger))
-        for i, turn in enumerate(turns):
-            if seen is not None:
+        def skip(text: str) -> list[tuple[int, int]]:
+            return find_blocks(text, ledger.nonce, ledger.key)
+
+        if seen is None:  # turns scanned by an earlier call are resumed, not added again
+            if self._scans.extractor is not self.extractor:  # the extractor was replaced
+                self._scans = ScanMemo(self.extractor)
+            scan = self._scans.scan(list(turns), offset=offset, skip=skip,
+                                    tag=ledger.conversation_id)
+        else:
+            scanner = Scanner(self.extractor, skip=skip)
+            for i, turn in enumerate(turns):
                 digest = json.dumps(turn.raw, sort_keys=True, ensure_ascii=False, default=str)
                 if digest in seen:
                     continue
                 seen.add(digest)
-            scanner.add(turn, offset + i)
-        scan = scanner.result()
+                scanner.add(turn, offset + i)
+            scan = scanner.result()
         ledger.update(scan.literals)
         evicted = ledger.fit(self.budget_tokens if budget is None else budget,
                              compaction=compaction,
@@ -331,7 +340,8 @@ class Firewall:
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
             evicted=plan.pinned.evicted, attempts=attempts, compacted=summary is not None,
             error=error, verbatim=verbatim,
-            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key)
+            repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key,
+            block=block)
 
     # ── drivers ─────────────────────────────────────────────────────────────────────────
 
@@ -407,8 +417,6 @@ class CallableSummarizer:
 
 
 def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
-    from .ledger import find_blocks
-
     return find_blocks(text, ledger.nonce, ledger.key)
 
 

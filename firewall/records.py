@@ -56,7 +56,7 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     injected = compacted if injected is None else injected
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
     secrets = [e.value for e in ledger.entries if e.sensitive]
-    outcomes = []
+    outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
     for entry in ledger.entries:
         value = entry.value
         # a value that contains a secret is stored hashed too
@@ -73,18 +73,18 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             status = "kept_verbatim"
         else:
             status = "reinjected"
-        outcomes.append(LiteralOutcome.of(
-            value, key=key, sensitive=sensitive, rule=entry.rule, role=entry.role,
+        outcomes.append(dict(
+            value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
             turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
             in_ledger=injected, in_tail=value in verbatim,
             detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
     for eviction in evicted:
-        outcomes.append(LiteralOutcome.of(
-            eviction.value, key=key, rule=eviction.rule, role=eviction.role, turn=0,
+        outcomes.append(dict(
+            value=eviction.value, rule=eviction.rule, role=eviction.role, turn=0,
             sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
             status="evicted", in_summary=summary is not None and eviction.value in summary,
             in_tail=eviction.value in verbatim, detail=eviction.reason))
-    return outcomes
+    return LiteralOutcome.many(outcomes, key=key)
 
 
 def attempt_records(attempts: Iterable[AttemptResult], *, summarizer: str, key: bytes,
@@ -105,12 +105,14 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
                  verbatim: str = "", tokens_after: int | None = None, repaired: bool = False,
                  opaque: bool = False, summarizer: str | None = None,
                  injected: bool | None = None, audit: Any = None,
-                 key: bytes | None = None) -> AuditRecord:
+                 key: bytes | None = None, block: str | None = None) -> AuditRecord:
     """The record of one compaction; ``key`` hashes sensitive literals (default: the key of
-    ``audit``, itself defaulting to ``fw.audit``)."""
+    ``audit``, itself defaulting to ``fw.audit``); ``block``: ``ledger.render()`` if the caller
+    has it already."""
     if key is None:
         key = audit_key(audit if audit is not None else fw.audit)
-    block = ledger.render()
+    if block is None:
+        block = ledger.render()
     if tokens_after is None:
         tokens_after = count_tokens(block) + count_tokens(verbatim) + \
             (count_tokens(summary) if summary else 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sqlite3
@@ -390,6 +391,110 @@ def test_process_killed_mid_write_leaves_no_half_record(tmp_path):
     assert log.next_compaction_number("conv-1") == 3
 
 
+# --------------------------------------------------------------------------- the idle connection
+
+
+def test_idle_connection_keeps_the_wal_between_writes_and_every_record_lands(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    records = [make_record(compaction=n) for n in range(1, 31)]
+    for record in records:
+        log.write(record)
+        # the per-call connection was not the last one: its close did not delete the WAL
+        assert (tmp_path / "audit.db-wal").exists()
+    assert _row_counts(path) == (30, 60, 30)  # a fresh reader sees every record, whole
+    assert [r.id for r in log.export()] == [r.id for r in records]
+    assert log.next_compaction_number("conv-1") == 31
+    gc.collect()  # _row_counts' connections are closed by the cycle collector (3.11's sqlite3)
+    log.close()
+    assert not (tmp_path / "audit.db-wal").exists()  # the last close checkpointed it
+    assert _row_counts(path) == (30, 60, 30)
+    log.write(make_record(compaction=31))  # still usable after close()
+    assert _row_counts(path) == (31, 62, 31)
+
+
+def test_a_dropped_log_closes_its_idle_connection_at_once(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    log.write(make_record())
+    assert (tmp_path / "audit.db-wal").exists()
+    del log  # no gc.collect(): reference counting alone
+    assert not (tmp_path / "audit.db-wal").exists()
+    assert _row_counts(tmp_path / "audit.db") == (1, 2, 1)
+
+
+def test_a_log_still_pickles_and_copies(tmp_path):
+    import copy
+    import pickle
+
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    log.write(make_record(compaction=1))
+    for other in (pickle.loads(pickle.dumps(log)), copy.deepcopy(log), copy.copy(log)):
+        assert other.path == log.path and other.key == KEY
+        other.write(make_record(compaction=other.next_compaction_number("conv-1")))
+    assert log._idle is not None  # the original's connection is its own
+    assert sorted(r.compaction for r in log.export()) == [1, 2, 3, 4]
+
+
+def test_per_call_connection_still_sees_a_replaced_file(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    log.write(make_record())
+    for leftover in tmp_path.glob("audit.db-*"):
+        leftover.unlink()
+    path.write_bytes(b"not a database" * 500)  # the idle connection still has the old file
+    with pytest.raises(AuditError, match="corrupt or not a literal-firewall audit database"):
+        log.write(make_record(compaction=2))
+
+
+def test_threads_share_one_log(tmp_path):
+    import threading
+
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            for n in range(1, 11):
+                log.write(make_record(conversation_id=f"thread-{w}", compaction=n,
+                                      literals=[outcome(f"INV-{w}-{n}")]))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert _row_counts(path) == (60, 60, 60)
+    for w in range(6):
+        assert log.next_compaction_number(f"thread-{w}") == 11
+
+
+def test_fork_drops_the_idle_connection_first(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    log.write(make_record(compaction=1))
+    assert log._idle is not None
+    fork = multiprocessing.get_context("fork")
+
+    def child_writes() -> None:  # through the very object the parent holds (inherited by fork)
+        if log._idle is not None:  # the parent's connection must not cross the fork
+            os._exit(3)
+        log.write(make_record(compaction=2))
+
+    child = fork.Process(target=child_writes)
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    log.write(make_record(compaction=3))  # the parent reopens its idle connection
+    assert log._idle is not None
+    assert sorted(r.compaction for r in SQLiteAuditLog(path, key=KEY).export()) == [1, 2, 3]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
 # --------------------------------------------------------------------------- JSONL storage
 
 
@@ -429,3 +534,27 @@ def test_jsonl_corrupt_line_names_file_and_line(tmp_path):
 def test_jsonl_missing_file_is_an_empty_log(tmp_path):
     log = JSONLAuditLog(tmp_path / "none.jsonl", key=KEY)
     assert log.list() == [] and log.next_compaction_number("c") == 1
+
+
+def test_many_outcomes_are_the_outcomes_of_one_at_a_time():
+    arguments = [
+        dict(value=INVOICE, rule="billing/invoice", role="user", turn=3, status="in_summary",
+             in_summary=True, in_ledger=True),
+        dict(value=SECRET, sensitive=True, rule="core/api-key", role="tool", turn=0,
+             status="mutated_unrepaired", in_ledger=True, detail=f"summary wrote {SECRET}x"),
+        dict(value="ORD-7731", rule="shop/order", role="assistant", turn=0, status="evicted",
+             detail="over budget"),
+    ]
+    given = [dict(a) for a in arguments]
+    many = LiteralOutcome.many(arguments, key=KEY)
+    assert arguments == given  # the caller's dicts are left as they were
+    one_at_a_time = [LiteralOutcome.of(key=KEY, **dict(a)) for a in arguments]
+    assert many == one_at_a_time
+    assert [o.model_dump_json() for o in many] == [o.model_dump_json() for o in one_at_a_time]
+    assert many[1].value is None and SECRET not in many[1].model_dump_json()
+    for bad in (dict(arguments[0], role="robot"), dict(arguments[0], turn=-1),
+                dict(arguments[0], status="lost")):
+        with pytest.raises(ValidationError):
+            LiteralOutcome.of(key=KEY, **dict(bad))
+        with pytest.raises(ValidationError):
+            LiteralOutcome.many([arguments[2], bad], key=KEY)

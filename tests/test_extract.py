@@ -273,3 +273,143 @@ def test_scanner_never_changes_the_memoized_literals(kinds):
     scanner.add(turn, 0)  # the same turn again: counts grow on the scanner's own copy
     assert scanner.result().literals[0].count == 4
     assert [l.count for l in kinds.scan_turn(turn, 0).literals] == [1, 1]
+
+
+# ── ScanMemo: turns scanned before are resumed, with the result of a fresh scan ───────────
+
+def _history(n: int, tag: str = "A") -> list[Turn]:
+    turns = []
+    for i in range(n):
+        turns += [
+            Turn("user", f"Why was INV-2025-08-{40000 + i:05d} charged twice? TICKET PROJ-{i}"),
+            Turn("assistant", "", tool_calls=(ToolCall("get_order", {"order_id": f"#W{tag}{i}"}),)),
+            Turn("tool", f'{{"order": {{"order_id": "#W{tag}{i}", "item_ids": ["{i}", {i}]}}}}',
+                 tool_name="get_order"),
+            Turn("assistant", f"INV-2025-08-{40000 + i:05d} and INV-2025-08-40000 again."),
+        ]
+    return turns
+
+
+def _fresh(extractor, turns, offset=0, skip=None):
+    scanner = Scanner(extractor, skip=skip)
+    for i, turn in enumerate(turns):
+        scanner.add(turn, offset + i)
+    return scanner.result()
+
+
+def _dump(result):
+    return [lit.to_dict() for lit in result.literals], [(t.rule, t.turn) for t in result.timeouts]
+
+
+def test_scan_memo_resumes_a_growing_history_with_a_fresh_scans_result(kinds):
+    from firewall.extract import ScanMemo
+
+    memo, turns = ScanMemo(kinds), _history(12)
+    for n in (8, 8, 20, 33, 48, 48, 30):  # grows, repeats, and shrinks (a miss)
+        assert _dump(memo.scan(turns[:n], offset=2, tag="c")) == \
+            _dump(_fresh(kinds, turns[:n], offset=2))
+    resumed = []
+    original = Scanner.resume
+    Scanner.resume = classmethod(lambda cls, *a, **k: resumed.append(a[2]) or
+                                 original.__func__(cls, *a, **k))
+    try:
+        memo.scan(turns[:48], offset=2, tag="c")  # stored after 30 turns: resumes them
+        memo.scan(turns[:48], offset=3, tag="c")  # numbered differently: a fresh scan
+    finally:
+        Scanner.resume = original
+    assert resumed == [30]
+
+
+def test_scan_memo_result_is_the_callers_to_change(kinds):
+    from firewall.extract import ScanMemo
+
+    memo, turns = ScanMemo(kinds), _history(3)
+    first = memo.scan(turns, tag="c")
+    for lit in first.literals:
+        lit.count, lit.sensitive, lit.turn = 999, True, 77
+    assert _dump(memo.scan(turns, tag="c")) == _dump(_fresh(kinds, turns))
+
+
+def test_scan_memo_sees_any_change_to_an_earlier_turn(kinds):
+    from firewall.extract import ScanMemo
+
+    memo, turns = ScanMemo(kinds), _history(4)
+    memo.scan(turns, tag="c")
+    edited = list(turns)
+    edited[5] = Turn("assistant", "", tool_calls=(ToolCall("get_order", {"order_id": "#WB1"}),))
+    assert _dump(memo.scan(edited, tag="c")) == _dump(_fresh(kinds, edited))
+    # equal in Python, not to the scan: 1 and 1.0 are different literals of a JSON value
+    ints = [Turn("assistant", "", tool_calls=(ToolCall("pay", {"amount": 1, "order_id": "#W1"}),))]
+    floats = [Turn("assistant", "", tool_calls=(ToolCall("pay", {"amount": 1.0,
+                                                                 "order_id": "#W1"}),))]
+    assert ints == floats
+    memo.scan(ints, tag="c")
+    assert _dump(memo.scan(floats, tag="c")) == _dump(_fresh(kinds, floats))
+
+
+def test_scan_memo_never_mixes_up_what_different_skips_blank(kinds):
+    from firewall.extract import ScanMemo
+
+    block = "[[INV-2025-08-11111]]"
+    turns = _history(2) + [Turn("user", f"see {block} and INV-2025-08-22222")]
+
+    def skip_block(text):
+        at = text.find(block)
+        return [] if at < 0 else [(at, at + len(block))]
+
+    memo = ScanMemo(kinds)
+    assert "INV-2025-08-11111" not in [l.value for l in memo.scan(turns, skip=skip_block).literals]
+    # the same turns, where the block is not genuine (another ledger): it is scanned
+    assert _dump(memo.scan(turns, skip=lambda text: [])) == _dump(_fresh(kinds, turns))
+    assert _dump(memo.scan(turns, skip=skip_block)) == \
+        _dump(_fresh(kinds, turns, skip=skip_block))
+
+
+def test_scan_memo_stores_no_scan_in_which_a_rule_timed_out():
+    from firewall.extract import ScanMemo
+
+    extractor = Extractor([pack_from(
+        "name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
+        "    pattern: '(a|aa)+$'\n  - id: fine\n    kind: regex\n    pattern: '\\bID-\\d+'\n")],
+        timeout=0.05, timeout_per_mb=0)
+    memo = ScanMemo(extractor)
+    turns = [Turn("user", "ID-1 ok"), Turn("tool", "ID-2 " + "a" * 60 + "b")]
+    for _ in range(2):  # scanned again, failing closed again
+        result = memo.scan(turns, tag="c")
+        assert [(t.rule, t.turn) for t in result.timeouts] == [("slow/evil", 1)]
+        assert values(result) == ["ID-1", "ID-2"]
+    assert not memo._prefixes
+
+
+def test_scan_memo_is_bounded_and_keeps_conversations_apart(kinds):
+    from firewall.extract import ScanMemo
+
+    memo = ScanMemo(kinds, size=4)
+    histories = {tag: _history(3, tag) for tag in "ABCDEFG"}
+    for _ in range(2):
+        for tag, turns in histories.items():
+            # all share the id "conversation" and start alike: only the content tells them apart
+            assert _dump(memo.scan(turns, tag="conversation")) == _dump(_fresh(kinds, turns))
+    assert len(memo._prefixes) <= 4
+
+
+def test_scan_memo_from_many_threads(kinds):
+    import threading
+    from firewall.extract import ScanMemo
+
+    memo, errors = ScanMemo(kinds, size=3), []
+    histories = [_history(6, tag) for tag in "ABCDEF"]
+    expected = [_dump(_fresh(kinds, turns)) for turns in histories]
+
+    def worker(k: int) -> None:
+        for n in range(1, 25):
+            turns = histories[(k + n) % len(histories)]
+            if _dump(memo.scan(turns, tag="conversation")) != expected[(k + n) % len(histories)]:
+                errors.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,36 @@ def test_a_contained_value_is_never_lost_with_its_container(packs):
     assert pinned == [container] and gone[INVOICE] == "contained in a longer pinned value"
     pinned, gone = compact(60)  # room for one: the user-typed literal outranks tool output
     assert pinned == [INVOICE] and gone[container].startswith("over budget")
+
+
+def test_a_firewall_that_scanned_the_history_before_pins_what_a_fresh_one_pins(packs):
+    def history(n: int) -> list[dict]:
+        messages = [{"role": "system", "content": "You are a billing agent."}]
+        for i in range(n):
+            messages += [
+                {"role": "user", "content": f"Why was INV-2025-08-{40000 + i:05d} charged?"},
+                {"role": "assistant", "content": "Looking.", "tool_calls": [
+                    {"id": f"c{i}", "type": "function", "function": {
+                        "name": "get_invoice", "arguments": json.dumps({"order_id": f"#W{i}"})}}]},
+                {"role": "tool", "tool_call_id": f"c{i}",
+                 "content": json.dumps({"order_id": f"#W{i}", "related": OTHER})},
+                {"role": "assistant", "content": f"{OTHER} is the refund of INV-2025-08-40000."},
+            ]
+        return messages
+
+    def outcome(result):
+        entries = [e.model_dump() for e in result.ledger.entries]
+        evictions = [e.model_dump() for e in result.ledger.evictions]
+        literals = [(lit.value, lit.status, lit.turn) for lit in result.record.literals]
+        # each ledger has its own nonce and key: the same block is the same but for those
+        context = re.sub(r"<<<(ledger|end) \d+>>>", "", context_text(result.messages))
+        return entries, evictions, literals, context
+
+    seasoned = Firewall(packs, keep_last=2, budget_tokens=120)
+    for n in (6, 6, 9, 14, 14):  # the same history again, then grown: resumed, not re-added
+        summary = ScriptedSummarizer([f"{INVOICE} and {OTHER}"])
+        again = seasoned.compact(history(n), summarizer=summary)
+        fresh = Firewall(packs, keep_last=2, budget_tokens=120).compact(
+            history(n), summarizer=ScriptedSummarizer([f"{INVOICE} and {OTHER}"]))
+        assert outcome(again) == outcome(fresh)
+        assert again.ledger.evictions  # the budget bites: fit and containment ran

@@ -1,5 +1,6 @@
-"""Token counting: the offline estimate, installed counters, and the vendor's count-tokens API
-(through the Anthropic SDK with a mock transport: the SDK sends real HTTP, the test answers)."""
+"""Token counters: installed counters, and the vendor's count-tokens API (through the Anthropic
+SDK with a mock transport: the SDK sends real HTTP, the test answers). The estimate's own
+pieces are tested in ``test_token_estimate.py``."""
 
 from __future__ import annotations
 
