@@ -184,6 +184,15 @@ class Extractor:
         and again, and a turn seen before costs a lookup, not a rescan. The literals returned
         may be shared with the memo: read them, copy before changing one (``Scanner`` does).
         """
+        found = self.scan_turn_shared(turn, index, skip=skip)
+        if found.literals and found.literals[0].turn != index:  # memoized at another number
+            return TurnScan([_at(lit, index) for lit in found.literals], found.timeouts)
+        return found
+
+    def scan_turn_shared(self, turn: Turn, index: int, *,
+                         skip: SpanFinder | None = None) -> TurnScan:
+        """``scan_turn``, but a memoized turn's literals keep the turn number they were first
+        scanned at: for callers that copy what they keep anyway (``Scanner``)."""
         if turn.role == "system":
             return TurnScan()
         text = turn.text
@@ -197,9 +206,8 @@ class Extractor:
             cached = self._cache.get(key) if key is not None else None
             if cached is not None:
                 self._cache.move_to_end(key)
-        if cached is not None:  # shared when the turn keeps its number, as it usually does
-            return TurnScan(list(cached) if cached and cached[0].turn == index
-                            else [_at(lit, index) for lit in cached])
+        if cached is not None:
+            return TurnScan(list(cached))
         out = self._scan_turn(turn, text, index)
         # a rule that ran out of time may not next time: such a scan is never cached
         if key is not None and not out.timeouts:
@@ -295,15 +303,15 @@ class Scanner:
     def add(self, turn: Turn, index: int | None = None) -> list[Literal]:
         """Scan the next turn (numbered ``index``, by default the count of turns added so
         far); returns the literals seen for the first time."""
-        found = self.extractor.scan_turn(turn, self.turns if index is None else index,
-                                         skip=self.skip)
+        index = self.turns if index is None else index
+        found = self.extractor.scan_turn_shared(turn, index, skip=self.skip)
         self.turns += 1
         self.timeouts.extend(found.timeouts)
         new = []
         for lit in found.literals:
             known = self._by_value.get(lit.value)
-            if known is None:
-                known = self._by_value[lit.value] = _at(lit, lit.turn)  # ours to update
+            if known is None:  # a copy, ours to update, numbered as this turn
+                known = self._by_value[lit.value] = _at(lit, index)
                 new.append(known)
             else:
                 known.count += 1

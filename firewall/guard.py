@@ -143,6 +143,15 @@ class Firewall:
     def scan(self, messages: Any) -> list[Literal]:
         return self.extractor.scan(self.conversation(messages)).literals
 
+    def observe(self, messages: Any) -> list[Literal]:
+        """Do as messages arrive the per-turn work a later compaction needs (each turn's scan
+        and token count, memoized by content), so the compaction pays only for its own work.
+        Pass the new messages, or the whole history: turns seen before are lookups."""
+        conversation = self.conversation(messages)
+        for turn in conversation.turns:
+            count_tokens(turn.text)
+        return self.extractor.scan(conversation).literals
+
     def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
         """Validate any compactor's summary against the literals of the turns it summarized."""
         literals = self.scan(messages)

@@ -14,6 +14,7 @@ from firewall.guard import Firewall
 from firewall.ledger import find_blocks
 from firewall.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
+from firewall.turns import Turn
 
 PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
 INVOICE, OTHER = "INV-2025-08-44719", "INV-2025-08-44718"
@@ -277,3 +278,23 @@ def test_a_firewall_that_scanned_the_history_before_pins_what_a_fresh_one_pins(p
             history(n), summarizer=ScriptedSummarizer([f"{INVOICE} and {OTHER}"]))
         assert outcome(again) == outcome(fresh)
         assert again.ledger.evictions  # the budget bites: fit and containment ran
+
+
+def test_observing_messages_as_they_arrive_changes_no_compaction(packs):
+    messages = [{"role": "system", "content": "You are a billing agent."}]
+    for i in range(8):
+        messages += [{"role": "user", "content": f"Why was INV-2025-08-{40000 + i:05d} charged?"},
+                     {"role": "assistant", "content": f"Refund {OTHER} is on its way."}]
+    observer = Firewall(packs, keep_last=2, budget_tokens=120)
+    seen = [lit.value for m in messages for lit in observer.observe([m])]
+    assert "INV-2025-08-40007" in seen and OTHER in seen
+    assert observer.extractor.scan_turn(Turn("user", messages[1]["content"]), 5).literals[0].turn == 5
+
+    def outcome(result):
+        context = re.sub(r"<<<(ledger|end) \d+>>>", "", context_text(result.messages))
+        return ([e.model_dump() for e in result.ledger.entries],
+                [(lit.value, lit.status, lit.turn) for lit in result.record.literals], context)
+
+    fresh = Firewall(packs, keep_last=2, budget_tokens=120)
+    assert outcome(observer.compact(messages, summarizer=ScriptedSummarizer([INVOICE]))) == \
+        outcome(fresh.compact(messages, summarizer=ScriptedSummarizer([INVOICE])))
