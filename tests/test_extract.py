@@ -190,10 +190,17 @@ PREFILTER_PATTERNS = [r"(?<![\w#])#W\d{3,7}(?!\w)", r"\b[A-Z]{2,4}-\d{1,5}\b", r
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="#W0123456789ABCDEFGHIJxyzakec=-_ ]\n", max_size=60))
 def test_relaxed_re2_prefilter_never_drops_a_match(text):
-    pack = pack_from("name: p\nversion: '1'\nrules:\n" + "".join(
-        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n"
-        for i, p in enumerate(PREFILTER_PATTERNS)))
-    extractor = _prefilter_extractor(pack)
+    extractor = _prefilter_extractor(patterns_pack("p", PREFILTER_PATTERNS))
+    assert_scan_finds_every_match(extractor, text)
+
+
+def patterns_pack(name: str, patterns: list[str]):
+    return pack_from(f"name: {name}\nversion: '1'\nrules:\n" + "".join(
+        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n" for i, p in enumerate(patterns)))
+
+
+def assert_scan_finds_every_match(extractor: Extractor, text: str) -> None:
+    """The prefiltered scan finds what every rule's own ``find`` finds, nothing else."""
     got = sorted((l.rule, l.start, l.end) for l in extractor.scan_text(text, "user").literals)
     expected = sorted((r.qid, s, e) for r in extractor.rules for s, e in r.find(text, 1.0))
     assert got == expected
@@ -206,17 +213,11 @@ UNICODE_PATTERNS = [r"(?<![\w#])#?\w{2,40}\d(?!\w)", r"\b\d{3,}\b", r"x\s+y$", r
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="x y\n\v\x1c\u00a0\u2003é٣Kk\u212aelvin01.,#_Ωß’—\ud800", max_size=60))
 def test_widened_re2_prefilter_never_drops_a_match_on_unicode_text(text):
-    pack = pack_from("name: u\nversion: '1'\nrules:\n" + "".join(
-        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n"
-        for i, p in enumerate(UNICODE_PATTERNS)))
     if "u" not in _EXTRACTORS:
-        _EXTRACTORS["u"] = Extractor([pack])
+        _EXTRACTORS["u"] = Extractor([patterns_pack("u", UNICODE_PATTERNS)])
         prefilter = _EXTRACTORS["u"]._by_role["user"].prefilter
         assert not prefilter._outside_set and not prefilter._outside_uset
-    extractor = _EXTRACTORS["u"]
-    got = sorted((l.rule, l.start, l.end) for l in extractor.scan_text(text, "user").literals)
-    expected = sorted((r.qid, s, e) for r in extractor.rules for s, e in r.find(text, 1.0))
-    assert got == expected
+    assert_scan_finds_every_match(_EXTRACTORS["u"], text)
 
 
 def test_relax_widens_into_re2_syntax():
