@@ -189,19 +189,21 @@ class Extractor:
             return TurnScan([_at(lit, index) for lit in found.literals], found.timeouts)
         return found
 
-    def scan_turn_shared(self, turn: Turn, index: int, *,
-                         skip: SpanFinder | None = None) -> TurnScan:
+    def scan_turn_shared(self, turn: Turn, index: int, *, skip: SpanFinder | None = None,
+                         key: tuple | None = None) -> TurnScan:
         """``scan_turn``, but a memoized turn's literals keep the turn number they were first
-        scanned at: for callers that copy what they keep anyway (``Scanner``)."""
+        scanned at: for callers that copy what they keep anyway (``Scanner``). ``key``: the
+        turn's ``turn_key`` when the caller has it and ``skip`` blanks nothing in it."""
         if turn.role == "system":
             return TurnScan()
         text = turn.text
-        if skip is not None and text:
+        if skip is not None and text and key is None:
             for start, end in skip(text):  # genuine ledger blocks: blank them, keep offsets
                 text = text[:start] + " " * (end - start) + text[end:]
         if self.cache_size <= 0:  # no memo: no key to serialize, no copies to keep
             return self._scan_turn(turn, text, index)
-        key = turn_key(turn, text)
+        if key is None:
+            key = turn_key(turn, text)
         with self._cache_lock:
             cached = self._cache.get(key) if key is not None else None
             if cached is not None:
@@ -300,11 +302,12 @@ class Scanner:
         self.timeouts: list[RuleTimeout] = []
         self.turns = 0
 
-    def add(self, turn: Turn, index: int | None = None) -> list[Literal]:
+    def add(self, turn: Turn, index: int | None = None, *,
+            key: tuple | None = None) -> list[Literal]:
         """Scan the next turn (numbered ``index``, by default the count of turns added so
-        far); returns the literals seen for the first time."""
+        far); returns the literals seen for the first time. ``key``: see ``scan_turn_shared``."""
         index = self.turns if index is None else index
-        found = self.extractor.scan_turn_shared(turn, index, skip=self.skip)
+        found = self.extractor.scan_turn_shared(turn, index, skip=self.skip, key=key)
         self.turns += 1
         self.timeouts.extend(found.timeouts)
         new = []
@@ -399,7 +402,8 @@ class ScanMemo:
         else:
             scanner = Scanner(self.extractor, skip=skip)
         for i in range(done, len(turns)):
-            scanner.add(turns[i], offset + i)
+            key, spans = keys[i]  # the turn's key serves the turn memo when nothing is skipped
+            scanner.add(turns[i], offset + i, key=None if spans else key)
         if done < len(turns) and not scanner.timeouts:
             stored = _Prefix(keys, scanner.state())
             with self._lock:
