@@ -273,3 +273,29 @@ def test_scanner_never_changes_the_memoized_literals(kinds):
     scanner.add(turn, 0)  # the same turn again: counts grow on the scanner's own copy
     assert scanner.result().literals[0].count == 4
     assert [l.count for l in kinds.scan_turn(turn, 0).literals] == [1, 1]
+
+
+KEYWORD_RULES = [("#W\\d{3}", ["#w", "order"]), ("\\w+-\\d+", ["-"]), ("x\\.y", [".", "dot"]),
+                 ("[a-z]{3}", ["kelvin", "straße"]), ("\\d{2}", ["ß"])]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="#wW0123-.xyORDERorderDoTKELVINkelvin\u212aé ß\v", max_size=50))
+def test_keywords_folded_into_the_ascii_re2_set_gate_as_the_automaton_does(text):
+    """On ASCII text the keywords are matched by the RE2 set, elsewhere by Aho-Corasick over
+    the lowercased text: the rules offered are the same either way."""
+    from firewall.prefilter import ascii_bytes
+
+    pack = pack_from("name: k\nversion: '1'\nrules:\n" + "".join(
+        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n    keywords: {kw}\n"
+        for i, (p, kw) in enumerate(KEYWORD_RULES)))
+    if "k" not in _EXTRACTORS:
+        _EXTRACTORS["k"] = Extractor([pack])
+        assert _EXTRACTORS["k"]._by_role["user"].prefilter._aset is not None
+    prefilter = _EXTRACTORS["k"]._by_role["user"].prefilter
+    folded = prefilter.candidates(text, ascii_bytes(text))
+    aset, prefilter._aset = prefilter._aset, None
+    try:
+        assert folded == prefilter.candidates(text, ascii_bytes(text))
+    finally:
+        prefilter._aset = aset
