@@ -355,7 +355,7 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 requires=tuple(REQUIRES[name] for name in rule.requires),
                 re2_source=_re2_source(rule),
                 re2_unicode_source=_re2_source(rule, unicode=True),
-                locator=build_locator(rule.pattern, flags, pattern)))
+                locator=build_locator(rule.pattern, flags, pattern, tuple(rule.requires))))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:

@@ -242,6 +242,130 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
 
 
+# the `requires:` tests on ASCII characters (see ``compiled.REQUIRES``)
+_REQUIRED = {"digit": str.isdigit, "letter": str.isalpha, "upper": str.isupper,
+             "lower": str.islower}
+_WORD = frozenset(c for c in _ASCII if c.isalnum() or c == "_")
+
+
+def _group_body(atom: str) -> tuple[str, int] | None:
+    """The body of a group atom and the flags its opener sets; None for an unknown opener."""
+    if atom.startswith(("(?P<", "(?<")):
+        close = atom.find(">")
+        return (atom[close + 1:-1], 0) if close > 0 else None
+    for opener, extra in (("(?:", 0), ("(?>", 0), ("(?i:", regex.IGNORECASE),
+                          ("(?s:", regex.DOTALL), ("(?m:", 0)):
+        if atom.startswith(opener):
+            return atom[len(opener):-1], extra
+    if atom.startswith("(?"):
+        return None
+    return atom[1:-1], 0
+
+
+def _nullable_quant(quant: str) -> bool:
+    if quant.startswith(("?", "*")):
+        return True
+    return quant.startswith("{") and (quant[1:2] in (",", "0") and
+                                      not quant[1:].lstrip("0").startswith(tuple("123456789")))
+
+
+def _chars(pattern: str, flags: int) -> tuple[frozenset[str], frozenset[str], bool] | None:
+    """(every ASCII character a match of ``pattern`` can consume, those it can start with,
+    whether it can match the empty string); None when the pattern is too unusual to tell.
+    Lookarounds consume nothing; their contents are left out."""
+    items = _items(pattern)
+    if items is None:
+        return None
+    alphabet: set[str] = set()
+    first: set[str] = set()
+    nullable_branch, any_nullable, at_start = True, False, True
+    for it in items + [_Item("|", "alt")]:
+        if it.kind == "alt":
+            any_nullable = any_nullable or nullable_branch
+            nullable_branch, at_start = True, True
+            continue
+        if it.kind != "atom":
+            if it.kind == "assert" and it.atom in ("\\A", "\\Z", "\\z", "\\G"):
+                return None  # keep to the shapes the callers reason about
+            continue
+        if it.atom.startswith("("):
+            inner = _group_body(it.atom)
+            if inner is None:
+                return None
+            sub = _chars(inner[0], flags | inner[1])
+            if sub is None:
+                return None
+            members, starts, empty = sub
+        else:
+            found = _ascii_members(it.atom, flags)
+            if found is None or not _single(it.atom):
+                return None  # backreferences and the like
+            members, starts, empty = frozenset(found), frozenset(found), False
+        alphabet |= members
+        if at_start:
+            first |= starts
+        empty = empty or _nullable_quant(it.quant)
+        if not empty:
+            at_start = nullable_branch = False
+    return frozenset(alphabet), frozenset(first), any_nullable
+
+
+def strict_locator_source(pattern: str, flags: int, requires: tuple[str, ...]
+                          ) -> tuple[str, int] | None:
+    """A locator that also demands the characters ``requires`` tests the match for.
+
+    A locator finds where matches can start, so skipping a match that ``requires`` rejects
+    is exact only if no match can start strictly inside another one (``finditer`` resumes after
+    a rejected match as after any other). That is proven from the leading assertions: for every
+    pair of characters (u, f) a match can hold with f able to start one, a negative lookbehind
+    excludes u, or ``\\b`` excludes the pair. Then every start of an accepted match is the
+    start of a run of the match's characters holding one of each required kind."""
+    tests = [_REQUIRED.get(name) for name in requires]
+    if not tests or len(tests) > 2 or None in tests:
+        return None
+    items = _items(pattern)
+    chars = _chars(pattern, flags)
+    if items is None or chars is None or any(it.kind == "alt" for it in items):
+        return None
+    alphabet, first, _ = chars
+    i, excluded, boundary, prefix = 0, frozenset(), False, ""
+    while i < len(items) and items[i].kind not in ("atom", "lookahead"):
+        it = items[i]
+        if it.kind == "neglookbehind" and not excluded:
+            inner = _items(it.body)
+            if inner and len(inner) == 1 and inner[0].kind == "atom" and inner[0].quant == "" \
+                    and _single(inner[0].atom) and inner[0].atom.startswith("["):
+                members = _ascii_members(inner[0].atom, flags)
+                if members:
+                    excluded = frozenset(members)
+                    atom = inner[0].atom
+                    prefix = "(?:\\A|[" + atom[2:] + ")" if atom.startswith("[^") else \
+                        "(?:\\A|[^" + atom[1:] + ")"
+        elif it.kind == "assert" and it.atom == "\\b":
+            boundary = True
+        i += 1
+    for u in alphabet:
+        if u in excluded:
+            continue
+        for f in first:
+            if not boundary or (u in _WORD) != (f in _WORD):
+                return None  # a match could start inside another
+    run = _as_class("".join(sorted(alphabet)))
+    kinds = ["".join(c for c in sorted(alphabet) if test(c)) for test in tests]
+    if not all(kinds):
+        return None
+    if len(kinds) == 1:
+        body = f"{run}*{_as_class(kinds[0])}"
+    else:
+        x, y = kinds
+        branches = [f"{_as_class(x)}{run}*{_as_class(y)}", f"{_as_class(y)}{run}*{_as_class(x)}"]
+        both = "".join(c for c in x if c in y)
+        if both:
+            branches.append(_as_class(both))
+        body = f"{run}*(?:{'|'.join(branches)})"
+    return prefix + ("\\b" if boundary else "") + body, 1 if prefix else 0
+
+
 @dataclass(eq=False)
 class Locator:
     """A compiled locator for one rule; see the module docstring."""
@@ -249,6 +373,7 @@ class Locator:
     match: Any  # RE2's Match(anchor, bytes, pos, endpos) -> [(start, end), ...], ASCII form
     umatch: Any  # the same for the widened form, on UTF-8 bytes of any text (or None)
     shift: int  # 1 when the locator consumes the character before a candidate
+    ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
@@ -260,6 +385,8 @@ class Locator:
             match, chars = self.match, None
         elif self.umatch is not None and _encodable(text):
             match, data, chars = self.umatch, text.encode("utf-8"), text
+            if self.ushift >= 0:
+                shift = self.ushift
         else:
             yield from pattern.finditer(text, timeout=timeout)
             return
@@ -313,8 +440,11 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str]) -> Locator | None:
-    """The locator of a rule's pattern, or None when none can be derived safely."""
+def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str],
+                  requires: tuple[str, ...] = ()) -> Locator | None:
+    """The locator of a rule's pattern, or None when none can be derived safely. With the
+    rule's ``requires`` (tested on the whole match), the ASCII locator may be the stricter one
+    of ``strict_locator_source``: it skips matches the rule would reject anyway."""
     from .compiled import INLINE_FLAGS, relax
 
     if re2 is None or flags & regex.VERBOSE:
@@ -346,4 +476,16 @@ def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str]) -> Loc
     raw = getattr(locator, "_regexp", None)
     if raw is None or not hasattr(raw, "Match") or not hasattr(re2, "_Anchor"):
         return None
-    return Locator(raw.Match, wide._regexp.Match if wide is not None else None, shift)
+    ushift = shift
+    strict = strict_locator_source(pattern, flags, requires) \
+        if requires and "literal" not in compiled.groupindex else None
+    if strict is not None:
+        strict_relaxed = relax(strict[0])
+        try:
+            strict_compiled = None if strict_relaxed is None else re2.compile(
+                f"(?{inline}){strict_relaxed}" if inline else strict_relaxed, options)
+        except Exception:
+            strict_compiled = None
+        if strict_compiled is not None:
+            raw, shift = strict_compiled._regexp, strict[1]
+    return Locator(raw.Match, wide._regexp.Match if wide is not None else None, shift, ushift)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ahocorasick
-import regex
 
 from .compiled import CompiledRegex
 
@@ -23,14 +22,23 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
     re2 = None
 
 # \s in `regex` includes \v and \x1c-\x1f; in RE2 it does not, so such text skips RE2.
-_RE2_UNSAFE = regex.compile(r"[\x0b\x1c-\x1f]")
+_UNSAFE_CHARS = "\x0b\x1c\x1d\x1e\x1f"  # each tested with ``in`` (a memchr)
 
 
 def ascii_bytes(text: str) -> bytes | None:
     """``text`` as bytes if RE2's plain (ASCII) patterns agree with `regex` on it, else None."""
-    if text.isascii() and not _RE2_UNSAFE.search(text):
+    if text.isascii() and not any(c in text for c in _UNSAFE_CHARS):
         return text.encode("ascii")
     return None
+
+
+def _keyword_source(keywords: Sequence[str]) -> str | None:
+    """An RE2 pattern matching ASCII text whose lowercase holds one of ``keywords`` (given in
+    lowercase); keywords that are not ASCII cannot occur in it and are left out."""
+    usable = sorted({k for k in keywords if k and k.isascii()})
+    if not usable:
+        return None
+    return "(?i)(?:" + "|".join("".join(f"\\x{ord(c):02x}" for c in k) for k in usable) + ")"
 
 
 class Prefilter:
@@ -52,6 +60,13 @@ class Prefilter:
             [r.re2_source for r in rules])
         self._uset, self._uset_members, self._outside_uset = self._build_set(
             [r.re2_unicode_source for r in rules])
+        # ASCII text: the keywords too, in the same RE2 pass (the Aho-Corasick walk yields
+        # every hit to Python, and one-character keywords like "-" or "/" hit constantly)
+        self._aset, self._aset_members, _ = self._build_set(
+            [r.re2_source for r in rules] + [_keyword_source(r.keywords) for r in rules])
+        if self._aset is not None and \
+                [i for i in self._aset_members if i < self.size] != self._set_members:
+            self._aset = None  # patterns left out differ from the pattern-only set's: two stages
 
     @staticmethod
     def _build_set(sources: Sequence[str | None]):
@@ -81,6 +96,20 @@ class Prefilter:
     def candidates(self, text: str, ascii_data: bytes | None | bool = False) -> list[int]:
         """Indices of the rules worth running on ``text``, ascending. ``ascii_data``: what
         ``ascii_bytes(text)`` returned, if the caller has it already."""
+        if ascii_data is False:
+            ascii_data = ascii_bytes(text)
+        if ascii_data is not None and self._aset is not None:
+            # members [0, size): a rule's pattern may match; [size, ...): one of its keywords
+            # occurs (case-insensitively on ASCII text: in the lowercased text)
+            size, members = self.size, self._aset_members
+            matched, keyed = set(self._outside_set), set(self._unkeyed)
+            for j in self._aset.Match(ascii_data) or ():
+                rule = members[j]
+                if rule < size:
+                    matched.add(rule)
+                else:
+                    keyed.add(rule - size)
+            return sorted(matched & keyed)
         allowed = set(self._unkeyed)
         if self._keywords is not None:
             for _, indices in self._keywords.iter(text.lower()):

@@ -414,3 +414,60 @@ def test_scan_memo_from_many_threads(kinds):
     for t in threads:
         t.join(60)
     assert errors == []
+
+
+KEYWORD_RULES = [("#W\\d{3}", ["#w", "order"]), ("\\w+-\\d+", ["-"]), ("x\\.y", [".", "dot"]),
+                 ("[a-z]{3}", ["kelvin", "straße"]), ("\\d{2}", ["ß"])]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="#wW0123-.xyORDERorderDoTKELVINkelvin\u212aé ß\v", max_size=50))
+def test_keywords_folded_into_the_ascii_re2_set_gate_as_the_automaton_does(text):
+    """On ASCII text the keywords are matched by the RE2 set, elsewhere by Aho-Corasick over
+    the lowercased text: the rules offered are the same either way."""
+    from firewall.prefilter import ascii_bytes
+
+    pack = pack_from("name: k\nversion: '1'\nrules:\n" + "".join(
+        f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n    keywords: {kw}\n"
+        for i, (p, kw) in enumerate(KEYWORD_RULES)))
+    if "k" not in _EXTRACTORS:
+        _EXTRACTORS["k"] = Extractor([pack])
+        assert _EXTRACTORS["k"]._by_role["user"].prefilter._aset is not None
+    prefilter = _EXTRACTORS["k"]._by_role["user"].prefilter
+    folded = prefilter.candidates(text, ascii_bytes(text))
+    aset, prefilter._aset = prefilter._aset, None
+    try:
+        assert folded == prefilter.candidates(text, ascii_bytes(text))
+    finally:
+        prefilter._aset = aset
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**12) | st.sampled_from(
+        ["#W2378156", "", " ", "12.50", "Yusuf", "x\ny", "order", "4242"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["order_id", "id", "amount", "first_name", "items", "total", "k",
+                         "user_ids", "last4"]), inner, max_size=4),
+    max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):
+    """The written-out walk of JSON tool results answers as the rules over ``_json_leaves``."""
+    from firewall.extract import TurnScan, _json_leaves, _scalar_text
+
+    extractor = _EXTRACTORS.setdefault("default", Extractor(load_packs()))
+    out = TurnScan()
+    extractor.scan_json(node, "tool", turn=3, root="content", tool="t", out=out,
+                        text_rules=False)
+    expected = []
+    for path, key, value in _json_leaves(node, "content"):
+        text = _scalar_text(value)
+        if text is None or key is None:
+            continue
+        for rule in extractor._by_role["tool"].json_key_rules(key):
+            if rule.accept(text, 1.0):
+                expected.append((text, rule.qid, path))
+    assert [(l.value, l.rule, l.field) for l in out.literals] == expected
+    assert all((l.turn, l.role, l.tool) == (3, "tool", "t") for l in out.literals)

@@ -102,3 +102,36 @@ def test_joined_allowlists_and_requires_answer_as_the_loops_do(value):
     for name, test in (("digit", str.isdigit), ("letter", str.isalpha), ("upper", str.isupper),
                        ("lower", str.islower)):
         assert REQUIRES[name](value) == any(test(c) for c in value), name
+
+
+def test_requires_narrow_the_ascii_locator_only_when_matches_cannot_nest():
+    from firewall.locate import strict_locator_source
+
+    hexdigest = r"\b(?<![:.-])(?:(?:sha1|sha256|md5):)?[0-9a-f]{7,128}(?![\w-])"
+    source, shift = strict_locator_source(hexdigest, 0, ("digit", "letter"))
+    assert shift == 1 and source.startswith(r"(?:\A|[^:.-])\b")
+    # nothing stops a match from starting inside another: requires cannot narrow the locator
+    assert strict_locator_source(r"[a-z0-9]+", 0, ("digit",)) is None
+    assert strict_locator_source(r"(?<![a-z])[a-z0-9]+", 0, ("digit", "letter")) is None
+    assert strict_locator_source(r"(\w)\1+", 0, ("digit",)) is None  # a backreference
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab1f9:.-_ sh256m\n#é", max_size=60))
+def test_a_requires_aware_locator_finds_what_the_plain_scan_accepts(text):
+    from firewall.compiled import REQUIRES
+
+    for pattern, requires in (
+            (r"\b(?<![:.-])(?:(?:sha1|sha256|md5):)?[0-9a-f]{3,40}(?![\w-])", ("digit", "letter")),
+            (r"(?<![\w#-])#?[\w-]{2,}", ("digit",)),
+            (r"(?<![\w.:])\b[a-f0-9]+(?::\d+)?", ("letter",))):
+        compiled = regex.compile(pattern)
+        locator = build_locator(pattern, 0, compiled, requires)
+        assert locator is not None, pattern
+
+        def accepted(matches):
+            return [m.span() for m in matches
+                    if all(REQUIRES[name](m.group()) for name in requires)]
+        want = accepted(compiled.finditer(text))
+        assert accepted(locator.finditer(compiled, text, ascii_bytes(text), 5.0)) == want, pattern
+        assert accepted(locator.finditer(compiled, text, None, 5.0)) == want, pattern
