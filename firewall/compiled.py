@@ -8,6 +8,7 @@ the JSON walker in ``extract``.
 from __future__ import annotations
 
 import fnmatch
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +81,11 @@ class CompiledRegex(CompiledRule):
              ) -> list[tuple[int, int]]:
         """Spans of accepted matches; ``data``: ``text`` as bytes when it is ASCII without the
         characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
-        if self.locator is not None:
-            matches = self.locator.finditer(self.pattern, text, data, timeout)
+        locator = self.locator
+        located = locator is not None and locator.choose()
+        started = time.perf_counter() if locator is not None and locator.use is None else 0.0
+        if located:
+            matches = locator.finditer(self.pattern, text, data, timeout)
         else:
             matches = self.pattern.finditer(text, timeout=timeout)
         spans = []
@@ -96,6 +100,8 @@ class CompiledRegex(CompiledRule):
                 continue
             if self.allowed(value):
                 spans.append((start, end))
+        if started:
+            locator.record(located, time.perf_counter() - started, len(text))
         return spans
 
 

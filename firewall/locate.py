@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import regex
@@ -44,6 +44,8 @@ BYTES_PER_CANDIDATE = 48
 # RE2 may read more than the text once (a failed candidate is retried one character on, and a
 # locator's match can be long): past this many times the text's length, the ordinary scan
 RESCAN_FACTOR = 4
+# texts timed each way before a locator decides whether it pays for its rule (see ``Locator``)
+TRIAL_TEXTS = 64
 _ASCII = [chr(c) for c in range(128)]
 
 
@@ -368,12 +370,37 @@ def strict_locator_source(pattern: str, flags: int, requires: tuple[str, ...]
 
 @dataclass(eq=False)
 class Locator:
-    """A compiled locator for one rule; see the module docstring."""
+    """A compiled locator for one rule; see the module docstring.
+
+    A locator pays where it skips much of a text; for a rule whose candidates are everywhere
+    (5-digit numbers in JSON listings), ``regex``'s own scan is cheaper. So the rule's first
+    ``TRIAL_TEXTS`` texts each way alternate between the two, timed per byte, and the cheaper
+    serves the rule from then on (``use``). Both give the same matches: the choice changes
+    speed, never results. The counters race harmlessly between threads.
+    """
 
     match: Any  # RE2's Match(anchor, bytes, pos, endpos) -> [(start, end), ...], ASCII form
     umatch: Any  # the same for the widened form, on UTF-8 bytes of any text (or None)
     shift: int  # 1 when the locator consumes the character before a candidate
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
+    use: bool | None = None  # decided: True the locator, False ``pattern.finditer``
+    _trial: list[float] = field(default_factory=lambda: [0, 0.0, 0, 0, 0.0, 0])
+
+    def choose(self) -> bool:
+        """Whether the next text goes through the locator (while deciding: alternately)."""
+        if self.use is not None:
+            return self.use
+        return self._trial[0] <= self._trial[3]
+
+    def record(self, used: bool, seconds: float, size: int) -> None:
+        """The time one text took, while deciding (``use`` is None)."""
+        trial = self._trial
+        at = 0 if used else 3
+        trial[at] += 1
+        trial[at + 1] += seconds
+        trial[at + 2] += size
+        if trial[0] >= TRIAL_TEXTS and trial[3] >= TRIAL_TEXTS:
+            self.use = trial[1] / max(1, trial[2]) <= trial[4] / max(1, trial[5])
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:

@@ -39,8 +39,33 @@ def test_located_scan_equals_the_plain_scan_for_every_builtin_rule(text):
     data = ascii_bytes(text)
     for rule in RULES:
         if rule.locator is not None:
-            assert rule.find(text, 5.0, data) == slow(rule, text), rule.qid
-            assert rule.find(text, 5.0) == slow(rule, text), rule.qid  # the UTF-8 locator
+            decided, rule.locator.use = rule.locator.use, True  # the locator, not a choice
+            try:
+                assert rule.find(text, 5.0, data) == slow(rule, text), rule.qid
+                assert rule.find(text, 5.0) == slow(rule, text), rule.qid  # the UTF-8 locator
+            finally:
+                rule.locator.use = decided
+
+
+def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
+    from firewall.locate import TRIAL_TEXTS
+
+    extractor = Extractor(load_packs("core"))
+    rule = next(r for r in extractor.rules if r.qid == "core/number-id")
+    texts = [f'{{"item_id": "{1000000000 + i}", "price": {i}.5}}' for i in range(3 * TRIAL_TEXTS)]
+    used = []
+    for text in texts:
+        if rule.locator.use is None:
+            used.append(rule.locator.choose())
+        assert rule.find(text, 5.0, ascii_bytes(text)) == slow(rule, text)  # either way
+    assert rule.locator.use is not None  # decided after its trial texts
+    assert used.count(True) == used.count(False) == TRIAL_TEXTS  # alternating until then
+    # the decision compares time per byte: cheaper per byte wins whatever the text sizes
+    locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
+    for _ in range(TRIAL_TEXTS):
+        locator.record(True, 1.0, 100)
+        locator.record(False, 1.0, 1000)
+    assert locator.use is False
 
 
 def test_the_generic_rules_have_locators():
