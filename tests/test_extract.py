@@ -457,7 +457,9 @@ def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):
     """The written-out walk of JSON tool results answers as the rules over ``_json_leaves``."""
     from firewall.extract import TurnScan, _json_leaves, _scalar_text
 
-    extractor = _EXTRACTORS.setdefault("default", Extractor(load_packs()))
+    if "default" not in _EXTRACTORS:  # compiled once: setdefault would compile every example
+        _EXTRACTORS["default"] = Extractor(load_packs())
+    extractor = _EXTRACTORS["default"]
     out = TurnScan()
     extractor.scan_json(node, "tool", turn=3, root="content", tool="t", out=out,
                         text_rules=False)
