@@ -173,15 +173,7 @@ class Extractor:
             if text is None:
                 continue
             if key is not None:
-                for rule in rules_for_key(key):
-                    try:
-                        accepted = rule.accept(text, budget)
-                    except TimeoutError:
-                        out.timeouts.append(RuleTimeout(rule.qid, turn, path))
-                        continue
-                    if accepted:
-                        out.literals.append(self._literal(rule, text, turn, role, 0, len(text),
-                                                          path, tool))
+                _accept_leaf(rules_for_key(key), text, budget, turn, role, path, tool, out)
             if text_rules and isinstance(value, str) and not isinstance(value, JsonNumber):
                 self.scan_text(value, role, turn=turn, field=path, tool=tool, out=out)
 
@@ -214,19 +206,8 @@ class Extractor:
                 if not rules:
                     continue
                 text = value if isinstance(value, str) else _scalar_text(value)
-                if text is None:
-                    continue
-                for rule in rules:
-                    try:
-                        accepted = rule.accept(text, budget)
-                    except TimeoutError:
-                        out.timeouts.append(RuleTimeout(rule.qid, turn, path))
-                        continue
-                    if accepted:
-                        spec = rule.rule
-                        out.literals.append(Literal(text, rule.qid, turn, role, 0, len(text),
-                                                    path, tool, spec.severity, spec.sensitive,
-                                                    spec.priority))
+                if text is not None:
+                    _accept_leaf(rules, text, budget, turn, role, path, tool, out)
             else:
                 stack.pop()
 
@@ -299,13 +280,21 @@ class Extractor:
             scanner.add(turn)
         return scanner.result()
 
-    @staticmethod
-    def _literal(rule: CompiledRule, value: str, turn: int, role: str, start: int, end: int,
-                 field: str, tool: str | None) -> Literal:
-        spec = rule.rule
-        return Literal(value=value, rule=rule.qid, turn=turn, role=role, start=start, end=end,
-                       field=field, tool=tool, severity=spec.severity, sensitive=spec.sensitive,
-                       priority=spec.priority)
+
+def _accept_leaf(rules: list[Any], text: str, budget: float, turn: int, role: str, path: str,
+                 tool: str | None, out: TurnScan) -> None:
+    """The ``json_key`` rules of one JSON leaf's key over its text: each that accepts it
+    makes the whole value a literal; one that times out is recorded, not passed."""
+    for rule in rules:
+        try:
+            accepted = rule.accept(text, budget)
+        except TimeoutError:
+            out.timeouts.append(RuleTimeout(rule.qid, turn, path))
+            continue
+        if accepted:
+            spec = rule.rule
+            out.literals.append(Literal(text, rule.qid, turn, role, 0, len(text), path, tool,
+                                        spec.severity, spec.sensitive, spec.priority))
 
 
 def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
