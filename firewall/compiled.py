@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ahocorasick
@@ -42,6 +42,7 @@ REQUIRES = {
 FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall": regex.DOTALL,
          "verbose": regex.VERBOSE}
 INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
+VERDICTS_MAX = 4096  # allowlist answers memoized per rule
 
 
 @dataclass(eq=False)
@@ -56,13 +57,32 @@ class CompiledRule:
         return self.rule.kind
 
     allow_any: regex.Pattern[str] | None = None  # the allowlist patterns as one alternation
+    # the allowlist's answers by value (IDs recur all through a conversation); None: the rule
+    # has no allowlist; False: not set up by ``set_allowlist``, answered without memo
+    _verdicts: dict[str, bool] | None | bool = False
+
+    def set_allowlist(self, patterns: tuple[regex.Pattern[str], ...]) -> None:
+        self.allow_patterns, self.allow_any = patterns, _alternation(patterns)
+        self._verdicts = {} if patterns or self.rule.allowlist.values else None
 
     def allowed(self, value: str) -> bool:
+        """False for a value the rule's allowlist ignores."""
+        verdicts = self._verdicts
+        if verdicts is None:
+            return True
+        if verdicts is not False and (known := verdicts.get(value)) is not None:
+            return known
         if value in self.rule.allowlist.values:
-            return False
-        if self.allow_any is not None:
-            return self.allow_any.fullmatch(value) is None
-        return not any(p.fullmatch(value) for p in self.allow_patterns)
+            known = False
+        elif self.allow_any is not None:
+            known = self.allow_any.fullmatch(value) is None
+        else:
+            known = not any(p.fullmatch(value) for p in self.allow_patterns)
+        if verdicts is not False:
+            if len(verdicts) >= VERDICTS_MAX:
+                verdicts.clear()  # bounded: hostile text has unbounded values
+            verdicts[value] = known
+        return known
 
 
 @dataclass(eq=False)
@@ -133,13 +153,21 @@ class CompiledJsonKey(CompiledRule):
     def match_key(self, key: str) -> bool:
         return self.key_pattern.fullmatch(key) is not None
 
+    _accepted: dict[str, bool] = field(default_factory=dict)  # memo of accept, by value
+
     def accept(self, value: str, timeout: float) -> bool:
-        if not value.strip():
-            return False
-        if self.value_pattern is not None and \
-                self.value_pattern.fullmatch(value, timeout=timeout) is None:
-            return False
-        return self.allowed(value)
+        """Is this value (under a matching key) a literal? Memoized, like ``allowed``; a
+        timeout raises and is not remembered."""
+        known = self._accepted.get(value)
+        if known is None:
+            known = bool(value.strip()) and (
+                self.value_pattern is None
+                or self.value_pattern.fullmatch(value, timeout=timeout) is not None) \
+                and self.allowed(value)
+            if len(self._accepted) >= VERDICTS_MAX:
+                self._accepted.clear()
+            self._accepted[value] = known
+        return known
 
 
 @dataclass(eq=False)
@@ -383,8 +411,7 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
             if nlp is not None:
                 compiled.append(CompiledEntity(qid, owner, rule, nlp=nlp))
     for compiled_rule in compiled:
-        compiled_rule.allow_patterns = allow = allow_by_qid[compiled_rule.qid]
-        compiled_rule.allow_any = _alternation(allow)
+        compiled_rule.set_allowlist(allow_by_qid[compiled_rule.qid])
     return compiled
 
 

@@ -129,6 +129,39 @@ def test_joined_allowlists_and_requires_answer_as_the_loops_do(value):
         assert REQUIRES[name](value) == any(test(c) for c in value), name
 
 
+def test_allowlist_and_json_key_answers_are_memoized_bounded_and_never_for_a_timeout():
+    from firewall.compiled import VERDICTS_MAX, CompiledJsonKey
+
+    rule = next(r for r in RULES if r.allow_any is not None)
+    for value in ("2025-01-02", "12345", "2025-01-02"):
+        assert rule.allowed(value) == (rule.allow_any.fullmatch(value) is None and
+                                       value not in rule.rule.allowlist.values)
+    for i in range(VERDICTS_MAX + 10):
+        rule.allowed(f"v{i}")
+    assert len(rule._verdicts) <= VERDICTS_MAX
+
+    class SlowOnce:  # a value pattern whose first attempt runs out of time
+        calls = 0
+
+        def fullmatch(self, value, timeout):
+            SlowOnce.calls += 1
+            if SlowOnce.calls == 1:
+                raise TimeoutError("regex timed out")
+            return regex.fullmatch(r"\d+", value)
+
+    key_rule = next(r for r in EXTRACTOR.rules if isinstance(r, CompiledJsonKey))
+    key_rule = CompiledJsonKey(key_rule.qid, key_rule.pack, key_rule.rule,
+                               key_pattern=key_rule.key_pattern, value_pattern=SlowOnce())
+    key_rule.set_allowlist(())
+    try:
+        key_rule.accept("123", 0.01)
+        raise AssertionError("no timeout")
+    except TimeoutError:
+        pass
+    assert key_rule.accept("123", 1.0) and key_rule.accept("123", 1.0)
+    assert SlowOnce.calls == 2  # retried after the timeout, then remembered
+
+
 def test_requires_narrow_the_ascii_locator_only_when_matches_cannot_nest():
     from firewall.locate import strict_locator_source
 
