@@ -248,7 +248,7 @@ class Extractor:
         # a rule that ran out of time may not next time: such a scan is never cached
         if key is not None and not out.timeouts:
             with self._cache_lock:
-                self._cache[key] = [_at(lit, index) for lit in out.literals]
+                self._cache[key] = list(out.literals)  # shared, as the docstring says
                 if len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return out
