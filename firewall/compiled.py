@@ -58,8 +58,8 @@ class CompiledRule:
 
     allow_any: regex.Pattern[str] | None = None  # the allowlist patterns as one alternation
     # the allowlist's answers by value (IDs recur all through a conversation); None: the rule
-    # has no allowlist; False: not set up by ``set_allowlist``, answered without memo
-    _verdicts: dict[str, bool] | None | bool = False
+    # has no allowlist (``set_allowlist`` decides)
+    _verdicts: dict[str, bool] | None = field(default_factory=dict)
 
     def set_allowlist(self, patterns: tuple[regex.Pattern[str], ...]) -> None:
         self.allow_patterns, self.allow_any = patterns, _alternation(patterns)
@@ -70,18 +70,15 @@ class CompiledRule:
         verdicts = self._verdicts
         if verdicts is None:
             return True
-        if verdicts is not False and (known := verdicts.get(value)) is not None:
-            return known
-        if value in self.rule.allowlist.values:
-            known = False
-        elif self.allow_any is not None:
-            known = self.allow_any.fullmatch(value) is None
-        else:
-            known = not any(p.fullmatch(value) for p in self.allow_patterns)
-        if verdicts is not False:
-            if len(verdicts) >= VERDICTS_MAX:
-                verdicts.clear()  # bounded: hostile text has unbounded values
-            verdicts[value] = known
+        known = verdicts.get(value)
+        if known is None:
+            if value in self.rule.allowlist.values:
+                known = False
+            elif self.allow_any is not None:
+                known = self.allow_any.fullmatch(value) is None
+            else:
+                known = not any(p.fullmatch(value) for p in self.allow_patterns)
+            _remember(verdicts, value, known)
         return known
 
 
@@ -164,9 +161,7 @@ class CompiledJsonKey(CompiledRule):
                 self.value_pattern is None
                 or self.value_pattern.fullmatch(value, timeout=timeout) is not None) \
                 and self.allowed(value)
-            if len(self._accepted) >= VERDICTS_MAX:
-                self._accepted.clear()
-            self._accepted[value] = known
+            _remember(self._accepted, value, known)
         return known
 
 
@@ -178,6 +173,13 @@ class CompiledEntity(CompiledRule):
         labels = set(self.rule.labels)
         return [(e.start_char, e.end_char) for e in self.nlp(text).ents
                 if e.label_ in labels and self.allowed(e.text)]
+
+
+def _remember(memo: dict[str, bool], value: str, answer: bool) -> None:
+    """Memoize a rule's answer for a value, bounded: hostile text has unbounded values."""
+    if len(memo) >= VERDICTS_MAX:
+        memo.clear()
+    memo[value] = answer
 
 
 def _glued(text: str, i: int) -> bool:

@@ -384,23 +384,25 @@ class Locator:
     shift: int  # 1 when the locator consumes the character before a candidate
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
     use: bool | None = None  # decided: True the locator, False ``pattern.finditer``
-    _trial: list[float] = field(default_factory=lambda: [0, 0.0, 0, 0, 0.0, 0])
+    # while deciding, per way (index 1: the locator, 0: ``finditer``): texts, seconds, bytes
+    _texts: list[int] = field(default_factory=lambda: [0, 0])
+    _seconds: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    _bytes: list[int] = field(default_factory=lambda: [0, 0])
 
     def choose(self) -> bool:
         """Whether the next text goes through the locator (while deciding: alternately)."""
         if self.use is not None:
             return self.use
-        return self._trial[0] <= self._trial[3]
+        return self._texts[1] <= self._texts[0]
 
     def record(self, used: bool, seconds: float, size: int) -> None:
         """The time one text took, while deciding (``use`` is None)."""
-        trial = self._trial
-        at = 0 if used else 3
-        trial[at] += 1
-        trial[at + 1] += seconds
-        trial[at + 2] += size
-        if trial[0] >= TRIAL_TEXTS and trial[3] >= TRIAL_TEXTS:
-            self.use = trial[1] / max(1, trial[2]) <= trial[4] / max(1, trial[5])
+        self._texts[used] += 1
+        self._seconds[used] += seconds
+        self._bytes[used] += size
+        if min(self._texts) >= TRIAL_TEXTS:
+            per_byte = [t / max(1, b) for t, b in zip(self._seconds, self._bytes)]
+            self.use = per_byte[1] <= per_byte[0]
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
