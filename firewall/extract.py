@@ -335,53 +335,71 @@ class _RoleRules:
         return rules
 
 
+# A scanner's literal row: the fields of ``Literal`` in order, flattened into one list.
+_WIDTH = len(Literal.__slots__)
+_SEVERITY, _SENSITIVE, _PRIORITY, _COUNT = (
+    Literal.__slots__.index(name) for name in ("severity", "sensitive", "priority", "count"))
+
+
 class Scanner:
-    """Incremental extraction: each new turn is scanned once; old turns are never rescanned."""
+    """Incremental extraction: each new turn is scanned once; old turns are never rescanned.
+
+    Literals are kept as rows of one flat list of strings and numbers, not one object each: a
+    long conversation holds tens of thousands, and long-lived objects that the garbage
+    collector tracks are what made its young-generation passes land on ``add`` (they set the
+    p99 of ``benchmarks/incremental.py``). ``Literal`` objects are built on the way out.
+    """
 
     def __init__(self, extractor: Extractor, *, skip: SpanFinder | None = None) -> None:
         self.extractor, self.skip = extractor, skip
-        self._by_value: dict[str, Literal] = {}
+        self._row: dict[str, int] = {}  # value -> offset of its row in ``_rows``
+        self._rows: list[Any] = []
         self.timeouts: list[RuleTimeout] = []
         self.turns = 0
 
     def add(self, turn: Turn, index: int | None = None, *,
             key: tuple | None = None) -> list[Literal]:
         """Scan the next turn (numbered ``index``, by default the count of turns added so
-        far); returns the literals seen for the first time. ``key``: see ``scan_turn_shared``."""
+        far); returns the literals seen for the first time (the caller's to change).
+        ``key``: see ``scan_turn_shared``."""
         index = self.turns if index is None else index
         found = self.extractor.scan_turn_shared(turn, index, skip=self.skip, key=key)
         self.turns += 1
         self.timeouts.extend(found.timeouts)
         new = []
+        row_of, rows = self._row, self._rows
         for lit in found.literals:
-            known = self._by_value.get(lit.value)
-            if known is None:  # a copy, ours to update, numbered as this turn
-                known = self._by_value[lit.value] = _at(lit, index)
-                new.append(known)
+            at = row_of.get(lit.value)
+            if at is None:
+                row_of[lit.value] = len(rows)
+                new.append(_at(lit, index))
+                rows.extend((lit.value, lit.rule, index, lit.role, lit.start, lit.end, lit.field,
+                             lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count))
             else:
-                known.count += 1
+                rows[at + _COUNT] += 1
                 if lit.severity == "required":
-                    known.severity = "required"
-                known.sensitive = known.sensitive or lit.sensitive
-                known.priority = max(known.priority, lit.priority)
+                    rows[at + _SEVERITY] = "required"
+                rows[at + _SENSITIVE] = rows[at + _SENSITIVE] or lit.sensitive
+                rows[at + _PRIORITY] = max(rows[at + _PRIORITY], lit.priority)
         return new
 
-    def state(self) -> dict[str, Literal]:
-        """A copy of what was added so far, before ``result()``; ``Scanner.resume`` takes it."""
-        return {value: _at(lit, lit.turn) for value, lit in self._by_value.items()}
+    def state(self) -> tuple[dict[str, int], list[Any]]:
+        """A copy of what was added so far; ``Scanner.resume`` takes it."""
+        return dict(self._row), list(self._rows)
 
     @classmethod
-    def resume(cls, extractor: Extractor, state: dict[str, Literal], turns: int, *,
-               skip: SpanFinder | None = None) -> Scanner:
+    def resume(cls, extractor: Extractor, state: tuple[dict[str, int], list[Any]], turns: int,
+               *, skip: SpanFinder | None = None) -> Scanner:
         """A scanner that has added ``turns`` turns, whose ``state()`` was ``state`` (copied:
         the state may be resumed again) and which hit no rule timeout."""
         scanner = cls(extractor, skip=skip)
-        scanner._by_value = {value: _at(lit, lit.turn) for value, lit in state.items()}
+        scanner._row, scanner._rows = dict(state[0]), list(state[1])
         scanner.turns = turns
         return scanner
 
     def result(self) -> ScanResult:
-        literals = list(self._by_value.values())
+        rows = self._rows
+        literals = [Literal(*rows[at:at + _WIDTH]) for at in range(0, len(rows), _WIDTH)]
         # a literal that contains a secret (a URL with a password in it) is a secret too
         secrets = [lit.value for lit in literals if lit.sensitive]
         if secrets:
@@ -394,7 +412,7 @@ class Scanner:
 @dataclass(slots=True)
 class _Prefix:
     keys: list[tuple]  # per turn: turn_key and the skipped spans
-    state: dict[str, Literal]
+    state: tuple[dict[str, int], list[Any]]  # Scanner.state()
 
 
 class ScanMemo:

@@ -148,6 +148,15 @@ def test_incremental_scanner_reports_only_new_literals(kinds):
     assert scanner.result().literals[0].count == 2
 
 
+def test_literals_the_scanner_returns_are_the_callers_to_change(kinds):
+    scanner = Scanner(kinds)
+    (new,) = scanner.add(Turn("user", "INV-2025-08-44719"), 3)
+    new.count, new.turn, new.severity = 99, 0, "required"
+    scanner.add(Turn("tool", "INV-2025-08-44719 again"), 4)
+    (kept,) = scanner.result().literals
+    assert (kept.value, kept.turn, kept.count, kept.severity) == ("INV-2025-08-44719", 3, 2, "pin")
+
+
 def test_skip_blanks_spans_and_keeps_offsets(kinds):
     text = "[[INV-2025-08-44719]] and INV-2025-08-44718"
     result = kinds.scan([Turn("user", text)], skip=lambda t: [(0, 21)])
