@@ -44,8 +44,11 @@ BYTES_PER_CANDIDATE = 48
 # RE2 may read more than the text once (a failed candidate is retried one character on, and a
 # locator's match can be long): past this many times the text's length, the ordinary scan
 RESCAN_FACTOR = 4
-# texts timed each way before a locator decides whether it pays for its rule (see ``Locator``)
+# texts timed each way before a locator decides whether it pays for its rule (see ``Locator``);
+# a way CLEAR_WIN times cheaper per byte wins after TRIAL_EARLY texts each way
 TRIAL_TEXTS = 64
+TRIAL_EARLY = 8
+CLEAR_WIN = 3.0
 _ASCII = [chr(c) for c in range(128)]
 
 
@@ -375,8 +378,9 @@ class Locator:
     A locator pays where it skips much of a text; for a rule whose candidates are everywhere
     (5-digit numbers in JSON listings), ``regex``'s own scan is cheaper. So the rule's first
     ``TRIAL_TEXTS`` texts each way alternate between the two, timed per byte, and the cheaper
-    serves the rule from then on (``use``). Both give the same matches: the choice changes
-    speed, never results. The counters race harmlessly between threads.
+    serves the rule from then on (``use``); a clear winner is chosen after ``TRIAL_EARLY``, since
+    every trial text that runs the slow way costs latency. Both give the same matches: the
+    choice changes speed, never results. The counters race harmlessly between threads.
     """
 
     match: Any  # RE2's Match(anchor, bytes, pos, endpos) -> [(start, end), ...], ASCII form
@@ -400,9 +404,11 @@ class Locator:
         self._texts[used] += 1
         self._seconds[used] += seconds
         self._bytes[used] += size
-        if min(self._texts) >= TRIAL_TEXTS:
-            per_byte = [t / max(1, b) for t, b in zip(self._seconds, self._bytes)]
-            self.use = per_byte[1] <= per_byte[0]
+        texts = min(self._texts)
+        if texts >= TRIAL_EARLY:
+            finditer, locator = (t / max(1, b) for t, b in zip(self._seconds, self._bytes))
+            if texts >= TRIAL_TEXTS or max(finditer, locator) >= CLEAR_WIN * min(finditer, locator):
+                self.use = locator <= finditer
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:

@@ -48,7 +48,7 @@ def test_located_scan_equals_the_plain_scan_for_every_builtin_rule(text):
 
 
 def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
-    from firewall.locate import TRIAL_TEXTS
+    from firewall.locate import TRIAL_EARLY, TRIAL_TEXTS
 
     extractor = Extractor(load_packs("core"))
     rule = next(r for r in extractor.rules if r.qid == "core/number-id")
@@ -59,13 +59,22 @@ def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
             used.append(rule.locator.choose())
         assert rule.find(text, 5.0, ascii_bytes(text)) == slow(rule, text)  # either way
     assert rule.locator.use is not None  # decided after its trial texts
-    assert used.count(True) == used.count(False) == TRIAL_TEXTS  # alternating until then
-    # the decision compares time per byte: cheaper per byte wins whatever the text sizes
+    assert 0 < used.count(True) == used.count(False) <= TRIAL_TEXTS  # alternating until then
+    # the decision compares time per byte: cheaper per byte wins whatever the text sizes, and
+    # a clear winner early
     locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
-    for _ in range(TRIAL_TEXTS):
+    for texts in range(1, TRIAL_TEXTS + 1):
         locator.record(True, 1.0, 100)
         locator.record(False, 1.0, 1000)
+        assert (locator.use is None) == (texts < TRIAL_EARLY)
     assert locator.use is False
+    # a close call takes the whole trial
+    locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
+    for texts in range(1, TRIAL_TEXTS + 1):
+        locator.record(True, 1.0, 100)
+        locator.record(False, 1.2, 100)
+        assert (locator.use is None) == (texts < TRIAL_TEXTS)
+    assert locator.use is True
 
 
 def test_the_generic_rules_have_locators():
