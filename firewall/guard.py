@@ -196,9 +196,7 @@ class Firewall:
         evicted = ledger.fit(self.budget_tokens if budget is None else budget,
                              compaction=compaction,
                              salience=contextual_salience(uses(ledger.entries, turns)))
-        # after the budget, not before: a value is dropped only for a container that stayed
-        dropped = ledger.drop_contained(compaction=compaction)
-        return Pinned(scan.literals, scan.timeouts, evicted + dropped)
+        return Pinned(scan.literals, scan.timeouts, evicted)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 

@@ -224,19 +224,24 @@ class Ledger(BaseModel):
         """Evict the least salient entries until ``count(self.render()) <= budget_tokens``.
 
         Evicts as few entries as possible in salience order (ties: older first sighting goes
-        first). Only an empty ledger may still exceed the budget. Returns the new evictions,
-        which are also appended to ``self.evictions``.
+        first; an entry a longer one carries goes after its carriers). Only an empty ledger may
+        still exceed the budget. Returns the new evictions, also appended to ``self.evictions``.
         """
         entries = self.entries
         n = len(entries)
         if n == 0:
             return []
-        order = sorted(range(n), key=lambda i: (salience(entries[i]), i))
+        carriers = _carriers(entries)
+        # a carried entry costs nothing while a carrier stays: it goes after all of them
+        keys = [salience(e) for e in entries]
+        ranks = [max([keys[i]] + [keys[c] for c in carriers.get(i, ())]) for i in range(n)]
+        order = sorted(range(n), key=lambda i: (ranks[i], i in carriers, i))
 
         def tokens(k: int) -> int:
             drop = set(order[:k])
-            kept = [e for i, e in enumerate(entries) if i not in drop]
-            return count(_render(self.nonce, self.key, block_lines(kept)))
+            shown = [e for i, e in enumerate(entries) if i not in drop and
+                     not any(c not in drop for c in carriers.get(i, ()))]
+            return count(_render(self.nonce, self.key, block_lines(shown)))
 
         def fits(k: int) -> bool:
             return tokens(k) <= budget_tokens
@@ -250,20 +255,40 @@ class Ledger(BaseModel):
         # only decides how many renders it takes, never what is evicted.
         runs = _runs(entries)
         line_of = [0] * n
-        left = [len(run) for run in runs]
         for r, run in enumerate(runs):
             line_of[run.start:run.stop] = [r] * len(run)
         prefix = [count(_prefix(entries[run.start])) + 1 for run in runs]  # and its newline
         value = [count(VALUE_SEP + value_text(e.value)) for e in entries]
-        guess = count(_render(self.nonce, self.key, [])) + sum(prefix) + sum(value)
+        hidden_by = {i: len(cs) for i, cs in carriers.items()}  # carriers still kept
+        carried: dict[int, list[int]] = {}
+        for i, cs in carriers.items():
+            for c in cs:
+                carried.setdefault(c, []).append(i)
+        shown_on = [0] * len(runs)  # entries written on each line
+        guess = count(_render(self.nonce, self.key, []))
+
+        def show(i: int, sign: int) -> None:
+            nonlocal guess
+            line = line_of[i]
+            shown_on[line] += sign
+            guess += sign * value[i]
+            if shown_on[line] == (1 if sign > 0 else 0):  # the line appears or goes
+                guess += sign * prefix[line]
+
+        for i in range(n):
+            if i not in hidden_by:
+                show(i, 1)
         estimated = guess
         k0 = 0
         while k0 < n and guess > budget_tokens:
             i = order[k0]
-            guess -= value[i]
-            left[line_of[i]] -= 1
-            if not left[line_of[i]]:
-                guess -= prefix[line_of[i]]
+            if not hidden_by.get(i):
+                show(i, -1)
+            hidden_by[i] = -1  # evicted
+            for j in carried.get(i, ()):
+                hidden_by[j] -= 1
+                if hidden_by[j] == 0:  # its last carrier went: written again
+                    show(j, 1)
             k0 += 1
         lo, hi = -1, n  # fits(lo) is false (lo = -1: nothing known); evicting all is the floor
         step = 1
@@ -314,39 +339,14 @@ class Ledger(BaseModel):
         self.evictions.extend(evicted)
         return evicted
 
-    def drop_contained(self, *, compaction: int | None = None) -> list[Eviction]:
-        """Drop entries found inside another entry's value, not glued to a letter or digit:
-        the longer value already carries their exact bytes into the context."""
-        values = [e.value for e in self.entries]
-        joined = "\n".join(values)  # newline: never glued, so no match spans two values
-        drop = []
-        for e in self.entries:
-            if e.severity == "required" or not e.value.strip():
-                continue
-            at, hits = joined.find(e.value), 0
-            while at != -1 and hits < 2:
-                end = at + len(e.value)
-                if (at == 0 or not joined[at - 1].isalnum()) and \
-                        (end == len(joined) or not joined[end].isalnum()):
-                    hits += 1  # the entry itself is one hit
-                at = joined.find(e.value, at + 1)
-            if hits >= 2:
-                drop.append(e)
-        if not drop:
-            return []
-        gone = {id(e) for e in drop}
-        self.entries = [e for e in self.entries if id(e) not in gone]
-        evicted = [Eviction(value=e.value, rule=e.rule, role=e.role, compaction=compaction,
-                            sensitive=e.sensitive,
-                            reason="contained in a longer pinned value") for e in drop]
-        self.evictions.extend(evicted)
-        return evicted
-
     # -- block ----------------------------------------------------------------------------
 
     def render(self) -> str:
-        """The block to re-inject into the model's context (no trailing newline)."""
-        return _render(self.nonce, self.key, block_lines(self.entries))
+        """The block to re-inject into the model's context (no trailing newline). An entry
+        whose value a longer entry carries (see ``_carriers``) is not written twice."""
+        carriers = _carriers(self.entries)
+        return _render(self.nonce, self.key,
+                       block_lines(e for i, e in enumerate(self.entries) if i not in carriers))
 
     @staticmethod
     def parse(text: str, nonce: str, key: str) -> list[BlockEntry]:
@@ -419,6 +419,30 @@ def _runs(entries: list[LedgerEntry]) -> list[range]:
 def _prefix(entry: LedgerEntry) -> str:
     """The start of a block line: its source, without the space before the first value."""
     return f"{entry.first_seen} {entry.role}:"
+
+
+def _carriers(entries: Sequence[LedgerEntry]) -> dict[int, set[int]]:
+    """For each entry whose value occurs inside another entry's value, not glued to a letter
+    or digit, the indexes of those longer entries: while one of them is in the block, the
+    block already carries the shorter value's exact bytes. The shorter entry stays in the
+    ledger (if its carriers are evicted later, it is written again). Required entries are
+    always written themselves."""
+    automaton = ahocorasick.Automaton()
+    for i, e in enumerate(entries):
+        if e.severity != "required" and e.value.strip():
+            automaton.add_word(e.value, i)
+    if not len(automaton):
+        return {}
+    automaton.make_automaton()
+    carriers: dict[int, set[int]] = {}
+    for j, e in enumerate(entries):
+        text = e.value
+        for end, i in automaton.iter(text):
+            start = end + 1 - len(entries[i].value)
+            if i != j and not (start > 0 and text[start - 1].isalnum()) and \
+                    not (end + 1 < len(text) and text[end + 1].isalnum()):
+                carriers.setdefault(i, set()).add(j)
+    return carriers
 
 
 def block_lines(entries: Iterable[LedgerEntry]) -> list[str]:

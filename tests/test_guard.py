@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from firewall.audit import MemoryAuditLog, SQLiteAuditLog
 from firewall.errors import CompactionRefused
 from firewall.guard import Firewall
-from firewall.ledger import find_blocks
+from firewall.ledger import Ledger, find_blocks
 from firewall.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
+from firewall.tokens import count_tokens
 from firewall.turns import Turn
 
 PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
@@ -227,8 +228,8 @@ def test_every_pinned_literal_survives_any_summary(packs, summary, keep_last, va
 
 
 def test_a_contained_value_is_never_lost_with_its_container(packs):
-    """A value inside a longer pinned value is dropped only when that container survives the
-    budget; when the budget evicts the container, the shorter value is still pinned."""
+    """A value inside a longer pinned value is written once, inside it, and stays pinned;
+    when the budget evicts the container, the shorter value is written itself."""
     container = f"{INVOICE}-R1"
     messages = [{"role": "user", "content": f"invoice {INVOICE}"},
                 {"role": "tool", "tool_call_id": "t",
@@ -237,14 +238,19 @@ def test_a_contained_value_is_never_lost_with_its_container(packs):
 
     def compact(budget):
         result = Firewall(packs, keep_last=1, budget_tokens=budget).compact(
-            messages, summarizer=ScriptedSummarizer([INVOICE]))
-        gone = {o.value: o.detail for o in result.record.literals if o.status == "evicted"}
-        return result.ledger.values(), gone
+            messages, summarizer=ScriptedSummarizer(["The user asked about an invoice."]))
+        ledger = result.ledger
+        status = {o.value: o.status for o in result.record.literals}
+        text = "\n".join(m["content"] for m in result.messages if isinstance(m["content"], str))
+        return ledger, [e.value for e in Ledger.parse(text, ledger.nonce, ledger.key)], status
 
-    pinned, gone = compact(2000)
-    assert pinned == [container] and gone[INVOICE] == "contained in a longer pinned value"
-    pinned, gone = compact(60)  # room for one: the user-typed literal outranks tool output
-    assert pinned == [INVOICE] and gone[container].startswith("over budget")
+    ledger, block, status = compact(2000)
+    assert ledger.values() == [INVOICE, container] and block == [container]
+    assert status == {INVOICE: "reinjected", container: "reinjected"}
+    ledger.entries = ledger.entries[:1]
+    budget = count_tokens(ledger.render())  # room for the shorter value, not the container
+    ledger, block, status = compact(budget)  # the user-typed literal outranks tool output
+    assert ledger.values() == block == [INVOICE] and status[container] == "evicted"
 
 
 def test_a_firewall_that_scanned_the_history_before_pins_what_a_fresh_one_pins(packs):

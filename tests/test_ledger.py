@@ -73,8 +73,26 @@ def lit(value: str, turn: int, role: str = "user", **kw) -> Literal:
                    role=role, start=0, end=len(value), **kw)
 
 
+def carries(outer: str, inner: str) -> bool:
+    """``inner`` occurs in ``outer`` not glued to a letter or digit (brute force)."""
+    at = outer.find(inner)
+    while at != -1:
+        end = at + len(inner)
+        if not (at and outer[at - 1].isalnum()) and not (end < len(outer) and outer[end].isalnum()):
+            return True
+        at = outer.find(inner, at + 1)
+    return False
+
+
+def shown(led: Ledger) -> list:
+    """The entries a block writes: all but those a longer entry carries (never required)."""
+    return [e for e in led.entries
+            if e.severity == "required" or not e.value.strip()
+            or not any(o is not e and carries(o.value, e.value) for o in led.entries)]
+
+
 def rendered(led: Ledger) -> list[BlockEntry]:
-    return [BlockEntry(e.value, e.role, e.first_seen) for e in led.entries]
+    return [BlockEntry(e.value, e.role, e.first_seen) for e in shown(led)]
 
 
 PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,12 +120,12 @@ def test_parse_recovers_every_value_and_its_metadata_in_order(literals):
 def test_block_is_visible_text_with_exactly_one_pair_of_delimiters(literals):
     led = make(literals)
     block = led.render()
-    for entry in led.entries:
+    for entry in shown(led):
         if is_plain(entry.value):  # byte-exact, where the model reads it, between separators
             assert re.search(f"(: | ){re.escape(entry.value)}( |\n)", block)
     assert all(ch == "\n" or (ch.isprintable() and ch not in INVISIBLE) for ch in block)
     assert block.count("<<<") == block.count(">>>") == 2
-    sources = {(e.first_seen, e.role) for e in led.entries}
+    sources = {(e.first_seen, e.role) for e in shown(led)}
     assert block.count("\n") == len(sources) + 2  # one line per source: grouped update order
 
 
@@ -396,8 +414,12 @@ def test_fit_evicts_least_salient_minimum_and_never_exceeds_budget(literals, bud
     assert count(led.render()) <= budget or not kept
     assert [e for e in before if e in kept] == kept  # order preserved
     assert sorted(e.value for e in evicted) == sorted(e.value for e in before if e not in kept)
-    if evicted and kept:
-        assert max(salience(e) for e in before if e not in kept) <= min(map(salience, kept))
+    if evicted and kept:  # an entry a longer one carries ranks with its carriers
+        def rank(e):
+            carriers = [o for o in before if o is not e and carries(o.value, e.value)] \
+                if e.severity != "required" and e.value.strip() else []
+            return max([salience(e)] + [salience(o) for o in carriers])
+        assert max(rank(e) for e in before if e not in kept) <= min(map(rank, kept))
     if evicted:  # minimal: keeping the last evicted entry too would not fit
         last = next(e for e in before if e.value == evicted[-1].value)
         more = led.model_copy(deep=True)
@@ -434,3 +456,24 @@ def test_span_salience_prefers_used_and_specific_values_over_listings():
     assert used.listed["1000001"] == 10 and used.listed["#W1234567"] == 1
     ranked = sorted(led.entries, key=contextual_salience(used), reverse=True)
     assert {e.value for e in ranked[:2]} == {"1000007", "#W1234567"}
+
+
+def test_a_carried_value_is_written_once_and_again_when_its_carrier_is_evicted():
+    invoice = "INV-2025-08-44719"
+    led = make([lit(invoice, 1), lit(f"{invoice}-R1", 2, "tool", tool="get_order"),
+                lit(f"X{invoice}", 3, "tool", tool="get_order")])  # glued: carries nothing
+    assert [e.value for e in rendered(led)] == [f"{invoice}-R1", f"X{invoice}"]
+    assert Ledger.parse(led.render(), NONCE, KEY) == rendered(led)
+    assert led.values() == [invoice, f"{invoice}-R1", f"X{invoice}"]  # still pinned
+    # a later, tighter budget evicts the tool-output carrier: the user's value is written again
+    evicted = led.fit(keep_cost(led, [invoice]), compaction=2)
+    assert {e.value for e in evicted} == {f"{invoice}-R1", f"X{invoice}"}
+    assert [e.value for e in Ledger.parse(led.render(), NONCE, KEY)] == [invoice]
+
+
+def test_fit_counts_a_carried_value_as_free_while_its_carrier_stays():
+    led = make([lit("A-1", 1, "tool", tool="t"), lit("A-1-B-2", 2, "tool", tool="t"),
+                lit("C-3", 3)])
+    assert led.fit(count_tokens(led.render())) == [] and len(led) == 3
+    (eviction,) = led.fit(keep_cost(led, ["A-1-B-2", "C-3"]) - 1)  # the carrier must go
+    assert eviction.value == "A-1-B-2" and led.values() == ["A-1", "C-3"]
