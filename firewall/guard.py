@@ -12,7 +12,9 @@ import asyncio
 import copy
 import json
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
@@ -34,6 +36,7 @@ from .validate import Verdict, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
 POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
+NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
 INSTRUCTIONS = (
@@ -128,6 +131,8 @@ class Firewall:
             self.packs += load_packs(*names)
         self.extractor = Extractor(self.packs)
         self._scans = ScanMemo(self.extractor)  # per-conversation scan states (see pin)
+        self._numbers: OrderedDict[str, int] = OrderedDict()  # last number given, per conversation
+        self._numbers_lock = threading.Lock()
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
@@ -220,14 +225,23 @@ class Firewall:
                      [count_tokens(t.text) for t in conversation.turns])
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
-        """The number of the next compaction of a conversation, from the audit log if any."""
+        """The number of the next compaction of a conversation: after the audit log's last one
+        and after any this firewall gave, so compactions running at once get distinct numbers
+        (the log learns of one only when it is written)."""
+        number = fallback
         numbering = getattr(self.audit, "next_compaction_number", None)  # a sink may only write
         if numbering is not None:
             try:
-                return numbering(conversation_id)
+                number = numbering(conversation_id)
             except AuditError:
                 pass  # the write will report it
-        return fallback
+        with self._numbers_lock:
+            number = max(number, self._numbers.get(conversation_id, 0) + 1)
+            self._numbers[conversation_id] = number
+            self._numbers.move_to_end(conversation_id)
+            if len(self._numbers) > NUMBERED_MAX:
+                self._numbers.popitem(last=False)
+        return number
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
         mask = plan.mask

@@ -270,7 +270,8 @@ def test_a_firewall_that_scanned_the_history_before_pins_what_a_fresh_one_pins(p
 
     def outcome(result):
         entries = [e.model_dump() for e in result.ledger.entries]
-        evictions = [e.model_dump() for e in result.ledger.evictions]
+        # the seasoned firewall numbers its compactions of the conversation on
+        evictions = [e.model_dump(exclude={"compaction"}) for e in result.ledger.evictions]
         literals = [(lit.value, lit.status, lit.turn) for lit in result.record.literals]
         # each ledger has its own nonce and key: the same block is the same but for those
         context = re.sub(r"<<<(ledger|end) \d+>>>", "", context_text(result.messages))
@@ -304,3 +305,26 @@ def test_observing_messages_as_they_arrive_changes_no_compaction(packs):
     fresh = Firewall(packs, keep_last=2, budget_tokens=120)
     assert outcome(observer.compact(messages, summarizer=ScriptedSummarizer([INVOICE]))) == \
         outcome(fresh.compact(messages, summarizer=ScriptedSummarizer([INVOICE])))
+
+
+def test_compactions_of_one_conversation_running_at_once_get_distinct_numbers(packs):
+    import threading
+
+    log = MemoryAuditLog(key=b"k")
+    fw = Firewall(packs, keep_last=2, audit=log)
+    both_asked = threading.Barrier(2, timeout=10)
+
+    def summarizer(messages):  # neither record is written before both numbers are given
+        both_asked.wait()
+        return f"About {INVOICE}."
+
+    threads = [threading.Thread(target=fw.compact, args=(conversation(),),
+                                kwargs={"summarizer": summarizer}) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.compaction for r in log.export()) == [1, 2]
+    # and without a log to count from, a firewall still numbers them in order
+    bare = Firewall(packs, keep_last=2)
+    assert [bare.compact(conversation()).record.compaction for _ in range(3)] == [1, 2, 3]
