@@ -770,7 +770,7 @@ class SQLiteAuditLog(_Keyed):
         with self._connect("reading a record") as conn:
             rows = conn.execute("SELECT json FROM records WHERE substr(id, 1, ?) = ? LIMIT 2",
                                 (len(id_or_prefix), id_or_prefix)).fetchall()
-        return AuditRecord.model_validate_json(_one(self, id_or_prefix, rows)["json"])
+            return _record(conn, _one(self, id_or_prefix, rows)["json"])
 
     def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
         # By hash, so sensitive literals are found without being stored; by value too, so
@@ -790,7 +790,7 @@ class SQLiteAuditLog(_Keyed):
     def export(self) -> Iterator[AuditRecord]:
         with self._connect("exporting") as conn:
             for row in conn.execute("SELECT json FROM records ORDER BY seq"):
-                yield AuditRecord.model_validate_json(row["json"])
+                yield _record(conn, row["json"])
 
     def next_compaction_number(self, conversation_id: str) -> int:
         self._keep_open()
@@ -824,7 +824,20 @@ def _insert_record(conn: sqlite3.Connection, record: AuditRecord) -> None:
         (record.id, record.conversation_id, record.compaction, created_at, record.policy,
          record.vendor_path, first, last, record.turns_compacted, record.tokens_before,
          record.tokens_after, record.ledger_tokens, record.outcome, record.error,
-         record.placeholders, record.model_dump_json()))
+         record.placeholders, record.model_dump_json(exclude={"literals"})))
+
+
+def _record(conn: sqlite3.Connection, text: str) -> AuditRecord:
+    """A record from its ``json`` column. Records hold their literals in the ``literals`` rows
+    only (written once: they are most of a record's bytes); records written before that
+    carry them in the JSON too."""
+    data = json.loads(text)
+    if "literals" not in data:
+        data["literals"] = [
+            {c: row[c] for c in _LITERAL_COLUMNS} for row in conn.execute(
+                f"SELECT {', '.join(_LITERAL_COLUMNS)} FROM literals WHERE record_id = ? "
+                "ORDER BY position", (data["id"],))]
+    return AuditRecord.model_validate(data)
 
 
 _literal_row = operator.attrgetter(*_LITERAL_COLUMNS)  # one C call per row, not 11 getattrs

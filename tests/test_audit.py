@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import json
 import sqlite3
 import stat
 from datetime import datetime, timedelta, timezone
@@ -270,6 +271,23 @@ def test_literal_rows_are_queryable(tmp_path):
     assert rows == [(INVOICE, literal_hash(INVOICE, KEY), "in_summary", 1, 0),
                     (None, literal_hash(SECRET, KEY), "evicted", 0, 1)]
     assert attempts == [(1, 1, '{"input_tokens": 900, "output_tokens": 150}')]
+
+
+def test_literals_are_stored_once_and_older_records_still_read(tmp_path):
+    path = tmp_path / "audit.db"
+    log = SQLiteAuditLog(path, key=KEY)
+    new, old = make_record(), make_record(compaction=2)
+    log.write(new)
+    log.write(old)
+    with sqlite3.connect(path) as conn:  # the rows hold the literals, the JSON does not
+        assert "literals" not in json.loads(conn.execute(
+            "SELECT json FROM records WHERE id = ?", (new.id,)).fetchone()[0])
+        # a record written before: its literals were in its JSON as well as in its rows
+        conn.execute("UPDATE records SET json = ? WHERE id = ?",
+                     (old.model_dump_json(), old.id))
+        conn.execute("DELETE FROM literals WHERE record_id = ?", (old.id,))
+    assert log.get(new.id) == new and log.get(old.id) == old
+    assert list(log.export()) == [new, old]
 
 
 def test_corrupt_database_file(tmp_path):
