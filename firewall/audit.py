@@ -488,7 +488,8 @@ def _last_byte(path: Path) -> bytes:
 # --------------------------------------------------------------------------- SQLite
 
 # Plain numbered migrations, applied in order and recorded in _migrations (as simonw/llm does).
-# Never edit one that has shipped: append a new one.
+# Never edit one that has shipped: append a new one. (records.json has since held the record
+# without its literals, which the literals rows hold: see ``_record``.)
 MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     ("m001_initial", (
         """CREATE TABLE records (
