@@ -60,21 +60,16 @@ def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
         assert rule.find(text, 5.0, ascii_bytes(text)) == slow(rule, text)  # either way
     assert rule.locator.use is not None  # decided after its trial texts
     assert 0 < used.count(True) == used.count(False) <= TRIAL_TEXTS  # alternating until then
-    # the decision compares time per byte: cheaper per byte wins whatever the text sizes, and
-    # a clear winner early
-    locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
-    for texts in range(1, TRIAL_TEXTS + 1):
-        locator.record(True, 1.0, 100)
-        locator.record(False, 1.0, 1000)
-        assert (locator.use is None) == (texts < TRIAL_EARLY)
-    assert locator.use is False
-    # a close call takes the whole trial
-    locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
-    for texts in range(1, TRIAL_TEXTS + 1):
-        locator.record(True, 1.0, 100)
-        locator.record(False, 1.2, 100)
-        assert (locator.use is None) == (texts < TRIAL_TEXTS)
-    assert locator.use is True
+    # the decision compares time per byte: cheaper per byte wins whatever the text sizes; a
+    # clear winner early, a close call after the whole trial
+    for locator_seconds, finditer_bytes, decided_after, use in ((1.0, 1000, TRIAL_EARLY, False),
+                                                                (1.0 / 1.2, 100, TRIAL_TEXTS, True)):
+        locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
+        for n in range(1, TRIAL_TEXTS + 1):
+            locator.record(True, locator_seconds, 100)
+            locator.record(False, 1.0, finditer_bytes)
+            assert (locator.use is None) == (n < decided_after)
+        assert locator.use is use
 
 
 def test_the_generic_rules_have_locators():
