@@ -84,9 +84,11 @@ def main() -> int:
                 ledger = Ledger.new(conversation.id)
                 firewall.pin(ledger, span, offset=1)
                 gold = gold_set(conversation, k)
-                values = ledger.values()
+                block = ledger.render()
+                # the values the block writes (one a longer value carries is not written twice)
+                values = [e.value for e in Ledger.parse(block, ledger.nonce, ledger.key)]
                 texts = {
-                    "block": (ledger.render(), "\n".join(values)),
+                    "block": (block, "\n".join(values)),
                     "values only": ("\n".join(values), "\n".join(values)),
                     "naive": ("\n".join(naive_values(span)),) * 2,
                     "oracle": ("\n".join(oracle_ledger(conversation, gold).values()),) * 2,
@@ -100,7 +102,8 @@ def main() -> int:
                 n_gold["id"] += sum(g.id_like for g in gold)
                 n_gold["strict"] += sum(g.strict for g in gold)
                 used = uses(ledger.entries, span)
-                for e in ledger.entries:
+                written = set(values)
+                for e in (e for e in ledger.entries if e.value in written):
                     klass = (e.role, used[e.value], listing_bucket(used.listed[e.value]), e.kind)
                     carried = [g.literal for g in gold if g.id_like and occurs(g.literal, e.value)]
                     items.append((cuts, klass, count_tokens(e.value) + 1, carried))
