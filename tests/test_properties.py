@@ -363,6 +363,27 @@ def test_extraction_never_raises_and_values_are_source_slices(builtin_extractor,
                        for v in _leaves(node, root).get(lit.field, ())), lit
 
 
+@PROPS
+@given(texts)
+def test_the_chunked_re2_sets_offer_the_rules_the_single_set_offers(builtin_extractor, text):
+    from firewall import prefilter as prefilter_module
+
+    data = prefilter_module.ascii_bytes(text)
+    for role in ("user", "assistant", "tool"):  # no built-in rule applies to system text
+        prefilter = builtin_extractor._by_role[role].prefilter
+        assert prefilter._chunks  # built for the built-in packs
+        long_text, prefilter_module.LONG_TEXT = prefilter_module.LONG_TEXT, 0  # chunks always
+        try:
+            chunked = prefilter.candidates(text, data)
+        finally:
+            prefilter_module.LONG_TEXT = long_text
+        chunks, prefilter._chunks = prefilter._chunks, []  # the single set
+        try:
+            assert chunked == prefilter.candidates(text, data)
+        finally:
+            prefilter._chunks = chunks
+
+
 # ── ledger ──────────────────────────────────────────────────────────────────────────────────
 
 @settings(PROPS, max_examples=50)
