@@ -141,9 +141,10 @@ def anthropic_counter(model: str = "claude-haiku-4-5", client: Any = None) -> To
     """Anthropic's count-tokens API as a counter: the tokens of ``text`` as one user message,
     less the message's own framing (measured once, on a one-character message)."""
     if client is None:
-        from .summarizers.anthropic import _import_sdk
+        from .errors import SummarizerError
+        from .extras import import_extra
 
-        client = _import_sdk().Anthropic()
+        client = import_extra("anthropic", "AnthropicSummarizer", SummarizerError).Anthropic()
 
     def api(text: str) -> int:
         return client.messages.count_tokens(

@@ -48,6 +48,7 @@ from typing import Any
 
 from ..audit import AuditRecord
 from ..errors import CompactionRefused, IntegrationError
+from ..extras import import_extra
 from ..formats import parse_messages
 from ..guard import REQUIRED_INSTRUCTIONS
 from ..ledger import Eviction, Ledger, LedgerEntry
@@ -58,7 +59,6 @@ from ..validate import Verdict, validate
 BETA = "compact-2026-01-12"
 EDIT_TYPE = "compact_20260112"
 VENDOR_PATH = "anthropic-server"
-_INSTALL = "pip install 'literal-firewall[anthropic]'"
 
 # The server's default compaction prompt, verbatim from the compaction docs: ``instructions``
 # replaces it, so it is sent ahead of the literal list rather than lost.
@@ -106,11 +106,7 @@ class GuardedTurn:
 
 
 def _import_sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise IntegrationError(f"GuardedAnthropic needs the anthropic SDK: {_INSTALL}") from exc
-    return anthropic
+    return import_extra("anthropic", "GuardedAnthropic", IntegrationError)
 
 
 def _error(sdk: Any, exc: Exception) -> IntegrationError:

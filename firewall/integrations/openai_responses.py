@@ -38,6 +38,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..extras import import_extra
 from ..formats.openai_responses import message_item, to_turns
 from ..guard import ledger_blocks
 from ..ledger import Eviction, Ledger
@@ -47,7 +48,6 @@ from ..records import AttemptResult, build_record, write_record
 from .anthropic_server import IntegrationError, to_param
 
 VENDOR_PATH = "openai-opaque"
-_INSTALL = "pip install 'literal-firewall[openai]'"
 
 
 @dataclass
@@ -64,11 +64,7 @@ class GuardedResponse:
 
 
 def _import_sdk() -> Any:
-    try:
-        import openai
-    except ImportError as exc:
-        raise IntegrationError(f"GuardedResponses needs the openai SDK: {_INSTALL}") from exc
-    return openai
+    return import_extra("openai", "GuardedResponses", IntegrationError)
 
 
 def _error(sdk: Any, exc: Exception) -> IntegrationError:

@@ -10,18 +10,13 @@ import asyncio
 from typing import Any
 
 from ..errors import SummarizerError
+from ..extras import import_extra
 from ._prompt import SYSTEM_PROMPT, Plan, adrive, build_user_prompt, drive, merge_usage
 from .base import Summary, SummaryRequest
 
-_INSTALL = "pip install 'literal-firewall[anthropic]'"
-
 
 def _import_sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise SummarizerError(f"AnthropicSummarizer needs the anthropic SDK: {_INSTALL}") from exc
-    return anthropic
+    return import_extra("anthropic", "AnthropicSummarizer", SummarizerError)
 
 
 class AnthropicSummarizer:

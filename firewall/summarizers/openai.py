@@ -11,19 +11,15 @@ import asyncio
 from typing import Any, Literal
 
 from ..errors import SummarizerError
+from ..extras import import_extra
 from ._prompt import SYSTEM_PROMPT, Plan, adrive, build_user_prompt, drive, merge_usage
 from .base import Summary, SummaryRequest
 
-_INSTALL = "pip install 'literal-firewall[openai]'"
 _OPENAI_HOST = "api.openai.com"
 
 
 def _import_sdk() -> Any:
-    try:
-        import openai
-    except ImportError as exc:
-        raise SummarizerError(f"OpenAISummarizer needs the openai SDK: {_INSTALL}") from exc
-    return openai
+    return import_extra("openai", "OpenAISummarizer", SummarizerError)
 
 
 class OpenAISummarizer:
