@@ -183,11 +183,16 @@ class GuardedResponses(_Guard):
             response = getattr(self.client.responses, name)(**request)
         except sdk.OpenAIError as exc:
             raise _error(sdk, exc) from exc
-        try:
-            core.send(response)
-        except StopIteration as done:
-            return done.value
-        raise AssertionError("the core makes exactly one call")
+        return _returned(core, response)
+
+
+def _returned(core: Generator, response: Any) -> GuardedResponse:
+    """What the sans-IO core returns once it has the response to its one call."""
+    try:
+        core.send(response)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the core makes exactly one call")
 
 
 class AsyncGuardedResponses(_Guard):
@@ -207,11 +212,7 @@ class AsyncGuardedResponses(_Guard):
             response = await getattr(self.client.responses, name)(**request)
         except sdk.OpenAIError as exc:
             raise _error(sdk, exc) from exc
-        try:
-            core.send(response)
-        except StopIteration as done:
-            return done.value
-        raise AssertionError("the core makes exactly one call")
+        return _returned(core, response)
 
 
 __all__ = ["AsyncGuardedResponses", "GuardedResponse", "GuardedResponses", "VENDOR_PATH"]
