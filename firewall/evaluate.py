@@ -14,8 +14,10 @@ not glued to a letter or digit on either side (``100`` is not in ``1000``).
 strict, 4+ characters, with a digit, ``/`` or ``@``. Reported per source file and fraction:
 recall of the rendered ledger block alone, of the ledger plus the verbatim last N messages,
 ledger cost (block tokens / tokens of messages ``1..k``), and baselines on the same cuts: user
-messages verbatim (Codex-style), the last N messages, both, and an oracle ledger holding exactly
-the gold, rendered the same way.
+messages verbatim (Codex-style), the last N messages, both, the **naive ledger** of DESIGN.md
+(every token of the span holding a digit, ``/`` or ``@``, tokenised like the gold: the floor a
+rule pack must beat on recall and cost), and an oracle ledger holding exactly the gold, rendered
+the same way.
 """
 
 from __future__ import annotations
@@ -180,6 +182,18 @@ def gold_set(conversation: Conversation, k: int,
     return list(gold.values())
 
 
+def naive_ledger(turns: Sequence[Turn]) -> str:
+    """The floor to beat: every distinct token of ``turns`` (4+ characters, split like the gold)
+    that holds a digit, ``/`` or ``@``, space-separated, in order of first appearance."""
+    tokens: dict[str, None] = {}
+    for turn in turns:
+        for text in _seen_texts(turn):
+            for token in _SPLIT.split(text):
+                if id_like(token):
+                    tokens.setdefault(token)
+    return " ".join(tokens)
+
+
 def cut_points(n_messages: int, fractions: Iterable[float]) -> list[tuple[float, int]]:
     """``(f, k)`` with ``k = floor(f * n)``; cuts that compact nothing or everything are skipped."""
     return [(f, k) for f in fractions
@@ -253,6 +267,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any, budget: i
         "user": ctx(user),
         "tail": ctx(tail),
         "user+tail": ctx(tail_user),
+        "naive": ctx(naive_ledger(span)),
         "oracle": ctx(oracle),
     }
     # the decoded copy of escaped values is for matching only: cost is the block's
@@ -278,7 +293,7 @@ def _decoded(ledger: Ledger) -> str:
 
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
 
-CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "oracle")
+CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle")
 
 
 @dataclass
@@ -376,12 +391,13 @@ def format_report(result: dict[str, Any]) -> str:
             "ledger ID", "ledger strict", "cost med", "cost total",
             f"+last{n} ID", f"+last{n} strict", "cost",
             "user ID", "user cost", f"last{n} ID", f"last{n} strict", "cost",
-            f"user+last{n} ID", "cost", "oracle ID", "oracle cost")
+            f"user+last{n} ID", "cost", "naive ID", "naive strict", "naive cost",
+            "oracle ID", "oracle cost")
     rows = []
     order = {"all": "~"}  # the "all" rows after the per-fraction rows
     for g in sorted(result["groups"], key=lambda g: (order.get(g["source"], g["source"]),
                                                       order.get(g["frac"], g["frac"]))):
-        led, lt, us, ta, ut, orc = (g[c] for c in CONTEXTS)
+        led, lt, us, ta, ut, nai, orc = (g[c] for c in CONTEXTS)
         rows.append((g["source"], g["frac"], g["cuts"], led["n"]["id_like"], led["n"]["strict"],
                      _p(led["recall"]["id_like"]), _p(led["recall"]["strict"]),
                      _p(led["cost_median"]), _p(led["cost_total"]),
@@ -391,6 +407,8 @@ def format_report(result: dict[str, Any]) -> str:
                      _p(ta["recall"]["id_like"]), _p(ta["recall"]["strict"]),
                      _p(ta["cost_total"]),
                      _p(ut["recall"]["id_like"]), _p(ut["cost_total"]),
+                     _p(nai["recall"]["id_like"]), _p(nai["recall"]["strict"]),
+                     _p(nai["cost_total"]),
                      _p(orc["recall"]["id_like"]), _p(orc["cost_total"])))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

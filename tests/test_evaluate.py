@@ -8,7 +8,7 @@ import json
 import pytest
 
 from firewall.evaluate import (Gold, Tally, add_eval_command, budget_tokens, cut_points,
-                               evaluate_cut, gold_set, literal_kind, occurs, run)
+                               evaluate_cut, gold_set, literal_kind, naive_ledger, occurs, run)
 from firewall.guard import Firewall
 from firewall.formats import parse_messages
 from firewall.packs import load_packs
@@ -109,6 +109,22 @@ def test_one_cut_measures_ledger_baselines_and_oracle(firewall):
     assert tokens == count_tokens(text.split("\n<<<end")[0] + text[text.index("\n<<<end"):]) \
         or tokens <= count_tokens(text)
     assert cut.contexts["user"][1] == count_tokens(MESSAGES[1]["content"])
+
+
+def test_the_naive_ledger_pins_every_token_with_a_digit_slash_or_at():
+    turns = conversation().turns[1:4]
+    # the user message's tokens, then the call's argument, then the tool result's (split on
+    # brackets too); words, "ok" and the 3-character "100" are not pinned; a repeat is written
+    # once
+    assert naive_ledger(turns).split(" ") == [
+        "#W1000,", "5000,", "a@b.io", "#W1000", "5000", "12345"]
+
+
+def test_eval_reports_the_naive_baseline(firewall):
+    cut = evaluate_cut(conversation(), 3, firewall=firewall, budget=2000, keep_last=1)
+    text, tokens = cut.contexts["naive"]
+    assert text == naive_ledger(conversation().turns[1:4]) and tokens == count_tokens(text)
+    assert cut.hits("naive") == [occurs(g.literal, text) for g in cut.gold]
 
 
 def test_a_percentage_budget_is_a_share_of_the_span(firewall):
