@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .evaluate import add_eval_command
 from .hooks import add_hooks_commands
@@ -79,9 +80,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
 # ── rules ───────────────────────────────────────────────────────────────────────────────
 
 def cmd_rules_test(args: argparse.Namespace) -> int:
-    from .examples import run_examples
+    from .examples import noise_reports, run_examples
+    from .extract import Extractor
 
-    reports = run_examples(_packs(args, strict=False))
+    packs = _packs(args, strict=False)
+    extractor = Extractor(packs)
+    reports = run_examples(packs, extractor) + noise_reports(packs, extractor)
     failures = 0
     for report in reports:
         status = "ok" if not report.failures else "FAIL"
@@ -359,8 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--max-retries", type=int, default=2, metavar="N")
     compact.add_argument("--policy", choices=("reinject", "repair", "keep_source", "raise"),
                          default="reinject", help="when required literals are still lost")
-    compact.add_argument("--budget", type=int, default=2000, metavar="TOKENS",
-                         help="token budget of the re-injected ledger (default 2000)")
+    compact.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",
+                         help="token budget of the re-injected ledger: auto (the default: "
+                              f"{str(Budget()).replace('%', '%%')}), tokens, or a share of the "
+                              "compacted span, e.g. 5%%")
     compact.add_argument("--required", choices=("rules", "user", "all"), default="user",
                          help="literals the summary itself must carry (default: user-typed "
                               "and rules marked required)")

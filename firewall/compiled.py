@@ -369,6 +369,34 @@ def _load_spacy(rule: EntityRule, pack: str) -> Any | None:
     return nlp
 
 
+@dataclass(eq=False)
+class CompiledNoise:
+    """A pack's noise pattern: ``spans(text)`` are stretches whose literals are dropped."""
+
+    qid: str  # "pack/noise-id"
+    pattern: regex.Pattern[str]
+    keywords: tuple[str, ...] = ()
+
+    def spans(self, text: str, lowered: str, timeout: float) -> list[tuple[int, int]]:
+        """Raises TimeoutError (the caller keeps every literal: noise fails closed)."""
+        if self.keywords and not any(k in lowered for k in self.keywords):
+            return []
+        return [m.span() for m in self.pattern.finditer(text, timeout=timeout) if m.end() > m.start()]
+
+
+def compile_noise(pack: Pack) -> list[CompiledNoise]:
+    compiled = []
+    for owner, noise in zip(pack.noise_owners, pack.noise):
+        flags = 0
+        for name in noise.flags:
+            flags |= FLAGS[name]
+        compiled.append(CompiledNoise(
+            f"{owner}/{noise.id}",
+            _compile(noise.pattern, flags, "pattern", owner, f"noise/{noise.id}", pack.path),
+            tuple(k.lower() for k in noise.keywords)))
+    return compiled
+
+
 def compile_pack(pack: Pack) -> list[CompiledRule]:
     """Compile every rule of a loaded pack; optional entity rules without spaCy are left out."""
     compiled: list[CompiledRule] = []
@@ -404,6 +432,8 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                                           whole_word=rule.whole_word))
         elif isinstance(rule, JsonKeyRule):
             keys = "|".join(fnmatch.translate(k) for k in rule.keys)
+            if rule.exclude_keys:
+                keys = f"(?!(?:{'|'.join(fnmatch.translate(k) for k in rule.exclude_keys)}))(?:{keys})"
             compiled.append(CompiledJsonKey(
                 qid, owner, rule, key_pattern=regex.compile(keys),
                 value_pattern=_compile(rule.value_pattern, 0, "value_pattern", owner, rule.id,

@@ -34,11 +34,12 @@ from typing import Any
 
 import regex
 
+from .budget import Budget, budget_tokens, parse_budget
 from .extract import scalar_leaves
 from .ledger import Ledger
 from .literals import Literal
 from .tokens import count_tokens
-from .turns import Conversation, Turn
+from .turns import Conversation, Turn, turn_text
 
 FRACTIONS = (0.25, 0.5, 0.75)
 MIN_VALUE, MIN_TOKEN = 3, 4
@@ -122,18 +123,6 @@ def occurs(needle: str, haystack: str) -> bool:
             return True
         start = haystack.find(needle, start + 1)
     return False
-
-
-def call_text(turn: Turn) -> str:
-    """The tool calls of a turn as the model sees them: name and JSON arguments."""
-    return "\n".join(f"{c.name} {json.dumps(c.arguments, ensure_ascii=False)}"
-                     for c in turn.tool_calls)
-
-
-def turn_text(turn: Turn) -> str:
-    """Everything a message puts in the context: its text and its tool calls."""
-    calls = call_text(turn)
-    return f"{turn.text}\n{calls}" if calls else turn.text
 
 
 def _seen_texts(turn: Turn) -> list[str]:
@@ -232,9 +221,10 @@ class Cut:
         return [occurs(g.literal, text) for g in self.gold]
 
 
-def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any, budget: int | str,
-                 keep_last: int, source: str = "", frac: float = 0.0) -> Cut:
-    """``budget``: tokens, or a share of the span's tokens written ``"5%"``."""
+def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
+                 budget: int | str | Budget, keep_last: int, source: str = "",
+                 frac: float = 0.0) -> Cut:
+    """``budget``: tokens, a share of the span's tokens written ``"5%"``, or a ``Budget``."""
     turns = conversation.turns
     start = 0
     while start < len(turns) and turns[start].role == "system":
@@ -275,13 +265,6 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any, budget: i
     cut.contexts["ledger+tail"] = (cut.contexts["ledger+tail"][0],
                                    count_tokens(block) + (count_tokens(tail) if tail else 0))
     return cut
-
-
-def budget_tokens(budget: int | str, span_tokens: int) -> int:
-    """An absolute budget, or ``"P%"`` of the span's tokens (rounded down)."""
-    if isinstance(budget, str) and budget.endswith("%"):
-        return int(float(budget[:-1]) * span_tokens / 100)
-    return int(budget)
 
 
 def _decoded(ledger: Ledger) -> str:
@@ -334,7 +317,8 @@ def source_of(path: str | Path) -> str:
 
 
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
-        packs: Sequence[Any] | None = None, budget: int | str = 2000, keep_last: int = 4,
+        packs: Sequence[Any] | None = None, budget: int | str | Budget = Budget(),
+        keep_last: int = 4,
         ledgers: Any = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
@@ -368,7 +352,8 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
                         "span_tokens": cut.span_tokens}, ensure_ascii=False) + "\n")
             if progress is not None:
                 progress(f"{source}: {conversations} conversation(s), {cuts} cut(s)")
-    return {"conversations": conversations, "cuts": cuts, "budget": budget,
+    return {"conversations": conversations, "cuts": cuts,
+            "budget": str(budget) if isinstance(budget, Budget) else budget,
             "keep_last": keep_last, "fractions": list(fractions),
             "groups": [{"source": s, "frac": f, "cuts": cut_counts[(s, f)],
                         **{c: t.summary() for c, t in ts.items()}}
@@ -414,7 +399,7 @@ def format_report(result: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
                  f"budget {result['budget']}"
-                 f"{'' if str(result['budget']).endswith('%') else ' tokens'}; "
+                 f"{' tokens' if isinstance(result['budget'], int) else ''}; "
                  f"recall and cost in %")
     counter = result.get("tokens", "estimate")
     lines.append("ID-like / strict: gold counts; cost = ledger tokens / span tokens (messages "
@@ -434,16 +419,6 @@ def _fractions(text: str) -> list[float]:
     if not values or not all(0 < v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"fractions must be between 0 and 1: {text!r}")
     return values
-
-
-def _budget(text: str) -> int | str:
-    try:
-        value = float(text[:-1]) if text.endswith("%") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected tokens or a percentage: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"the budget cannot be negative: {text!r}")
-    return text if text.endswith("%") else int(value)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -483,9 +458,10 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
                              "0.25,0.5,0.75)")
     parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
                         help="built-in pack name or YAML path (repeatable; default: all built-in)")
-    parser.add_argument("--budget", type=_budget, default=2000, metavar="TOKENS|P%",
-                        help="ledger budget: tokens (default 2000, as compact), or a share "
-                             "of each compacted span, e.g. 5%%")
+    parser.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",
+                        help="ledger budget: auto (the default, as compact: %s), tokens, or "
+                             "a share of each compacted span without floor or cap, e.g. 5%%"
+                             % str(Budget()).replace("%", "%%"))
     parser.add_argument("--keep-last", type=int, default=4, metavar="N",
                         help="messages kept verbatim in the ledger+tail and tail baselines "
                              "(default 4)")

@@ -95,5 +95,35 @@ def run_examples(packs: Iterable[Pack], extractor: Extractor | None = None) -> l
     return reports
 
 
+def noise_reports(packs: Iterable[Pack], extractor: Extractor | None = None
+                  ) -> list[RuleReport]:
+    """Each noise pattern's examples: it must cover exactly the listed stretches, in order."""
+    packs = list(packs)
+    extractor = extractor or Extractor(packs)
+    compiled = {n.qid: n for n in extractor.noise}
+    reports = []
+    for pack in packs:
+        for owner, noise in zip(pack.noise_owners, pack.noise):
+            qid = f"{owner}/{noise.id}"
+            failed = []
+            for example in noise.examples:
+                try:
+                    got = [example.text[s:e] for s, e in compiled[qid].spans(
+                        example.text, example.text.lower(), extractor.timeout)]
+                except TimeoutError:
+                    failed.append(ExampleFailure(f"noise {qid}", example.text, (), (), True))
+                    continue
+                if got != example.noise:
+                    failed.append(ExampleFailure(
+                        f"noise {qid}", example.text,
+                        tuple(v for v in example.noise if v not in got),
+                        tuple(v for v in got if v not in example.noise), False, tuple(got)))
+            reports.append(RuleReport(f"noise {qid}", len(noise.examples), tuple(failed)))
+    return reports
+
+
 def failures(packs: Iterable[Pack]) -> list[ExampleFailure]:
-    return [f for report in run_examples(packs) for f in report.failures]
+    packs = list(packs)
+    extractor = Extractor(packs)
+    return [f for report in run_examples(packs, extractor) + noise_reports(packs, extractor)
+            for f in report.failures]

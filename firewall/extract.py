@@ -7,6 +7,7 @@ the rule and turn are reported and the turn is marked to be kept verbatim.
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 from collections import OrderedDict
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compiled import CompiledJsonKey, CompiledRegex, CompiledRule, compile_pack
+from .compiled import CompiledJsonKey, CompiledRegex, CompiledRule, compile_noise, compile_pack
 from .literals import Literal
 from .packs import Pack
 from .prefilter import Prefilter, ascii_bytes
@@ -112,12 +113,17 @@ class Extractor:
                  timeout_per_mb: float = 1.0, cache_size: int = 4096) -> None:
         seen: set[str] = set()
         self.rules: list[CompiledRule] = []
+        self.noise = []
         self.packs = list(packs)
         for pack in self.packs:
             for rule in compile_pack(pack):
                 if rule.qid not in seen:  # a pack loaded twice, or extended and loaded
                     seen.add(rule.qid)
                     self.rules.append(rule)
+            for noise in compile_noise(pack):
+                if noise.qid not in seen:
+                    seen.add(noise.qid)
+                    self.noise.append(noise)
         self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
         self._by_role: dict[str, _RoleRules] = {
             role: _RoleRules([r for r in self.rules if role in r.rule.roles]) for role in ROLES}
@@ -138,11 +144,45 @@ class Extractor:
         budget = self._budget(text)
         data = ascii_bytes(text)
         regex_rules = rules.regex
+        found = len(out.literals)
         for i in rules.prefilter.candidates(text, data):
             self._run(regex_rules[i], text, budget, data, turn, role, field, tool, out)
         for rule in rules.other:
             self._run(rule, text, budget, None, turn, role, field, tool, out)
+        if self.noise and len(out.literals) > found:
+            self._drop_noise(text, budget, out, found)
         return out
+
+    def noise_spans(self, text: str, timeout: float) -> list[tuple[int, int]] | None:
+        """The stretches of ``text`` that the packs declare noise; None when a noise pattern
+        ran out of time (then nothing is dropped: a firewall that fails keeps literals)."""
+        lowered = text.lower()
+        spans: list[tuple[int, int]] = []
+        try:
+            for noise in self.noise:
+                spans += noise.spans(text, lowered, timeout)
+        except TimeoutError:
+            return None
+        return spans
+
+    def _drop_noise(self, text: str, budget: float, out: TurnScan, start: int) -> None:
+        spans = self.noise_spans(text, budget)
+        if not spans:
+            return
+        merged: list[list[int]] = []  # the union of the noise, as disjoint sorted stretches
+        for s, e in sorted(spans):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        starts = [s for s, _ in merged]
+
+        def inside(lit: Literal) -> bool:
+            i = bisect.bisect_right(starts, lit.start) - 1
+            return i >= 0 and lit.end <= merged[i][1]
+
+        out.literals[start:] = [lit for lit in out.literals[start:]
+                                if lit.sensitive or not inside(lit)]
 
     def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
              role: str, field: str, tool: str | None, out: TurnScan) -> None:

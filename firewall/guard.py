@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
 from .audit import AuditRecord, open_audit_log
+from .budget import Budget
 from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner
@@ -31,7 +32,7 @@ from .placeholders import Placeholders
 from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
-from .turns import Conversation, Turn
+from .turns import Conversation, Turn, turn_text
 from .validate import Verdict, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
@@ -115,7 +116,8 @@ class Firewall:
     user typed: the default), or ``"all"``.
     """
 
-    def __init__(self, packs: Iterable[Pack | str] | None = None, *, budget_tokens: int = 2000,
+    def __init__(self, packs: Iterable[Pack | str] | None = None, *,
+                 budget_tokens: int | Budget = Budget(),
                  max_retries: int = 2, policy: Policy = "reinject", keep_last: int = 8,
                  keep_tokens: int | None = None, required: str = "user",
                  placeholders: bool = False, audit: Any = None,
@@ -198,10 +200,21 @@ class Firewall:
                 scanner.add(turn, offset + i)
             scan = scanner.result()
         ledger.update(scan.literals)
-        evicted = ledger.fit(self.budget_tokens if budget is None else budget,
+        if budget is None:
+            budget = self.budget_for(turns)
+        evicted = ledger.fit(budget,
                              compaction=compaction,
                              salience=contextual_salience(uses(ledger.entries, turns)))
         return Pinned(scan.literals, scan.timeouts, evicted)
+
+    def budget_for(self, turns: Sequence[Turn] | None) -> int:
+        """The ledger's tokens for a span of ``turns`` (None: unknown, e.g. a hook's
+        transcript): ``budget_tokens`` as given, or the ``Budget``'s share of the span."""
+        budget = self.budget_tokens
+        if not isinstance(budget, Budget):
+            return int(budget)
+        return budget.tokens(None if turns is None else sum(count_tokens(turn_text(t))
+                                                            for t in turns))
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 

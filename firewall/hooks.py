@@ -314,7 +314,7 @@ def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptCh
         sys.stderr.write(f"literal-firewall: rule {timeout.rule} timed out on transcript turn "
                          f"{timeout.turn + state.turns}; its literals may be missing\n")
     state.ledger.update(scan.literals)
-    state.ledger.fit(fw.budget_tokens)
+    state.ledger.fit(fw.budget_for(None))  # the span is the whole transcript: the cap
     state.transcript, state.offset = path, chunk.offset
     state.turns += len(chunk.turns)
     return chunk

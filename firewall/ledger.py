@@ -620,20 +620,29 @@ def id_shaped(value: str) -> bool:
     return len(value) >= 4 and any(c.isdigit() or c in "/@" for c in value)
 
 
-def contextual_salience(used: dict[str, int]) -> Callable[[LedgerEntry], tuple]:
-    """Salience with the span's uses: required; typed by the user; ID-shaped; *specific* (used by the span: typed
-    by the user, passed to a tool or repeated by the assistant; or one of at most
-    ``LISTED_MAX`` values of its kind in its message, not an entry of a bulk listing); the
-    rule's priority; recent; the kind of use; frequent. Measured with ``firewall eval``
-    (``benchmarks/eval_results.md``): at 5 % of each span, 44.9 % of the ID-like gold kept
-    against 42.4 % with the previous order (ID-shaped, used, recent); with a floor of 150
-    tokens over 3 %, 82.5 % against 77.2 %."""
+def contextual_salience(used: dict[str, int],
+                        count: TokenCounter = count_tokens) -> Callable[[LedgerEntry], tuple]:
+    """Salience with the span's uses, as value per token: a budget is a knapsack, and the
+    entries that fill it best are the likely needed *and* cheap ones.
+
+    Required entries come first. The rest are ranked by ``weight / tokens``, where the weight
+    doubles for each step up the tiers *listed* (one of more than ``LISTED_MAX`` values of its
+    kind in one message: a listing), *specific* (a lone value in its message), *used* (typed by
+    the user, or passed to a tool or repeated by the agent: agents re-type what they typed),
+    triples for an ID-shaped value (hard to rebuild from a paraphrase), and grows with the
+    rule's priority and with recency (the turn last seen). Measured with ``firewall eval``
+    (``benchmarks/README.md``): at 5 % of each coding span it keeps far more of the ID-like
+    gold than the lexicographic order it replaces (required, user, ID-shaped, specific,
+    priority, recency), which filled budgets with long listing entries first.
+    """
     listed = getattr(used, "listed", {})
 
     def key(entry: LedgerEntry) -> tuple:
         u = used.get(entry.value, 0)
-        specific = u > 0 or listed.get(entry.value, 1) <= LISTED_MAX
-        # the design's rule first: required and user-typed literals outrank the rest
-        return (entry.severity == "required", entry.role == "user", id_shaped(entry.value),
-                specific, entry.priority, entry.last_seen, u, entry.count)
+        tier = 2 if entry.role == "user" or u & (CALL | ASSISTANT) else \
+            1 if u or listed.get(entry.value, 1) <= LISTED_MAX else 0
+        weight = (2 ** tier) * (3 if id_shaped(entry.value) else 1) * (entry.priority / 50) \
+            * (1 + entry.last_seen / 100)
+        return (entry.severity == "required", weight / max(1, count(VALUE_SEP + value_text(entry.value))),
+                entry.role == "user", entry.last_seen)
     return key

@@ -78,6 +78,9 @@ class RegexRule(_RuleBase):
 class JsonKeyRule(_RuleBase):
     kind: TypingLiteral["json_key"]
     keys: list[str] = Field(min_length=1, description="key names or glob patterns such as *_id")
+    exclude_keys: list[str] = Field(
+        default_factory=list, description="key names or glob patterns that `keys` must not take: "
+                                          "free-text arguments such as command or content")
     value_pattern: str | None = Field(None, description="regex the whole value must match")
     roles: list[Role] = Field(default_factory=lambda: ["tool", "assistant"], min_length=1)
 
@@ -99,6 +102,30 @@ class EntityRule(_RuleBase):
 Rule = Annotated[RegexRule | JsonKeyRule | TermsRule | EntityRule, Field(discriminator="kind")]
 _RULE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Rule)
 RULE_KINDS = ("regex", "json_key", "terms", "entity")
+
+
+class NoiseExample(_Strict):
+    """A text and the exact stretches of it the noise pattern must cover, in order."""
+
+    text: str
+    noise: list[str]
+
+
+class Noise(_Strict):
+    """Text that is not a literal however it looks (like gitleaks' allowlists): a literal of
+    any pack that lies inside a match is dropped, unless its rule is ``sensitive`` (a secret
+    stays a secret wherever it stands). Listing columns, line-number gutters, harness
+    placeholders."""
+
+    id: str = Field(pattern=RULE_ID, description="unique within the pack's noise")
+    description: str = ""
+    pattern: str = Field(description="`regex` syntax; every match is a noise stretch")
+    flags: list[TypingLiteral["ignorecase", "multiline", "dotall", "verbose"]] = Field(
+        default_factory=list)
+    keywords: list[str] = Field(
+        default_factory=list, description="prefilter: looked for only in texts containing one "
+                                          "of these (any case)")
+    examples: list[NoiseExample] = Field(default_factory=list)
 
 
 class Defaults(_Strict):
@@ -124,6 +151,7 @@ class PackSpec(_Strict):
     extends: list[Extends | str] = Field(default_factory=list)
     defaults: Defaults = Field(default_factory=Defaults)
     rules: list[Rule] = Field(default_factory=list)
+    noise: list[Noise] = Field(default_factory=list, description="what is not a literal")
 
 
 class Pack(BaseModel):
@@ -137,6 +165,8 @@ class Pack(BaseModel):
     path: str | None = None
     rules: tuple[Any, ...]  # Rule models; ``owners`` maps rule index → defining pack name
     owners: tuple[str, ...]
+    noise: tuple[Noise, ...] = ()  # own and inherited
+    noise_owners: tuple[str, ...] = ()
 
     def qualified_ids(self) -> list[str]:
         return [f"{owner}/{rule.id}" for owner, rule in zip(self.owners, self.rules)]
@@ -200,7 +230,8 @@ def parse_pack(text: str, path: str = "<string>") -> PackSpec:
     rules, seen = [], {}
     for position, raw_rule in enumerate(raw_rules):
         rules.append(_parse_rule(raw_rule, position, defaults, pack_name, path, seen))
-    header = {k: v for k, v in raw.items() if k != "rules"}
+    header = {k: v for k, v in raw.items() if k not in ("rules", "noise")}
+    noise = _parse_noise(raw, pack_name, path)
     try:
         spec = PackSpec.model_validate({**header, "rules": []})
     except ValidationError as exc:
@@ -209,7 +240,45 @@ def parse_pack(text: str, path: str = "<string>") -> PackSpec:
         top = str(error["loc"][0]) if error["loc"] else ""
         raise PackError(error["msg"], pack=pack_name, field=field, path=path,
                         line=raw.key_lines.get(top, raw.line)) from None
-    return spec.model_copy(update={"rules": rules})
+    return spec.model_copy(update={"rules": rules, "noise": noise})
+
+
+def _parse_noise(raw: dict, pack: str | None, path: str) -> list[Noise]:
+    entries = raw.get("noise") or []
+    if not isinstance(entries, list):
+        raise PackError("expected a list of noise patterns", pack=pack, field="noise", path=path,
+                        line=raw.key_lines.get("noise"))
+    out, seen = [], set()
+    for position, entry in enumerate(entries):
+        where = f"noise[{position}]"
+        if not isinstance(entry, dict):
+            raise PackError(f"noise #{position + 1} must be a mapping", pack=pack, field=where,
+                            path=path, line=raw.key_lines.get("noise"))
+        line_of = getattr(entry, "key_lines", {})
+        noise_id = entry.get("id") if isinstance(entry.get("id"), str) else f"#{position + 1}"
+        if "pattern" in entry and entry.key_styles.get("pattern") not in ("'", "|", ">"):
+            raise PackError("write regexes single-quoted ('...') or as a block scalar (|): "
+                            "plain and double-quoted YAML change backslashes and cut at ' #'",
+                            pack=pack, rule=f"noise/{noise_id}", field="pattern", path=path,
+                            line=line_of.get("pattern"))
+        try:
+            noise = Noise.model_validate(entry)
+            regex.compile(noise.pattern)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            top = str(error["loc"][0]) if error["loc"] else ""
+            raise PackError(error["msg"], pack=pack, rule=f"noise/{noise_id}",
+                            field=_error_field(error), path=path,
+                            line=line_of.get(top, getattr(entry, "line", None))) from None
+        except (regex.error, RecursionError, OverflowError) as exc:
+            raise PackError(f"invalid regex: {exc}", pack=pack, rule=f"noise/{noise_id}",
+                            field="pattern", path=path, line=line_of.get("pattern")) from None
+        if noise.id in seen:
+            raise PackError("duplicate noise id", pack=pack, rule=f"noise/{noise.id}",
+                            field="id", path=path, line=getattr(entry, "line", None))
+        seen.add(noise.id)
+        out.append(noise)
+    return out
 
 
 def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: str | None,
@@ -309,6 +378,8 @@ def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
     spec = parse_pack(text, str(path))
     rules: list[Any] = []
     owners: list[str] = []
+    noise: list[Noise] = []
+    noise_owners: list[str] = []
     for parent in spec.extends:
         ref = Extends(pack=parent) if isinstance(parent, str) else parent
         base = load_pack(ref.pack, _chain=_chain + (key,), _relative_to=path.parent)
@@ -321,10 +392,15 @@ def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
             if rule.id not in ref.disable:
                 rules.append(rule)
                 owners.append(owner)
+        noise.extend(base.noise)
+        noise_owners.extend(base.noise_owners)
     rules.extend(spec.rules)
     owners.extend([spec.name] * len(spec.rules))
+    noise.extend(spec.noise)
+    noise_owners.extend([spec.name] * len(spec.noise))
     return Pack(name=spec.name, version=spec.version, description=spec.description,
-                path=str(path), rules=tuple(rules), owners=tuple(owners))
+                path=str(path), rules=tuple(rules), owners=tuple(owners), noise=tuple(noise),
+                noise_owners=tuple(noise_owners))
 
 
 def load_packs(*names_or_paths: str | Path, strict: bool = True) -> list[Pack]:

@@ -7,6 +7,7 @@ compacted conversation can hand untouched turns back byte-for-byte in their own 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,3 +47,24 @@ class Conversation:
 
     def __len__(self) -> int:
         return len(self.turns)
+
+
+def call_text(turn: Turn) -> str:
+    """The tool calls of a turn as the model sees them: name and JSON arguments (arguments too
+    deep to serialize count as their ``repr``, never as nothing)."""
+    parts = []
+    for c in turn.tool_calls:
+        try:
+            arguments = json.dumps(c.arguments, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError):  # nested too deep: its leaves, walked iteratively
+            from .extract import scalar_leaves
+
+            arguments = " ".join(text for _, text in scalar_leaves(c.arguments))
+        parts.append(f"{c.name} {arguments}")
+    return "\n".join(parts)
+
+
+def turn_text(turn: Turn) -> str:
+    """Everything a message puts in the context: its text and its tool calls."""
+    calls = call_text(turn)
+    return f"{turn.text}\n{calls}" if calls else turn.text

@@ -1,0 +1,141 @@
+"""What a coding agent's ledger holds: declared noise, whole commands never pinned, a budget
+that follows the span, and salience as value per token."""
+
+from __future__ import annotations
+
+import pytest
+
+from firewall.budget import Budget, budget_tokens, parse_budget
+from firewall.errors import PackError
+from firewall.extract import Extractor
+from firewall.formats import parse_messages
+from firewall.guard import Firewall
+from firewall.ledger import Ledger, LedgerEntry, contextual_salience, uses
+from firewall.packs import Pack, load_packs, parse_pack
+from firewall.turns import ToolCall, Turn
+
+PACK = """
+name: t
+version: "1"
+noise:
+  - id: gutter
+    pattern: '^\\d+\\t'
+    flags: [multiline]
+    examples:
+      - text: "1234\\tx"
+        noise: ["1234\\t"]
+rules:
+  - id: num
+    kind: regex
+    pattern: '\\d{4,}'
+  - id: secret
+    kind: regex
+    sensitive: true
+    pattern: 'sk-\\d{4,}'
+"""
+
+
+def pack(text: str = PACK) -> Pack:
+    spec = parse_pack(text)
+    return Pack(name=spec.name, version=spec.version, rules=tuple(spec.rules),
+                owners=tuple(spec.name for _ in spec.rules), noise=tuple(spec.noise),
+                noise_owners=tuple(spec.name for _ in spec.noise))
+
+
+def values(extractor: Extractor, text: str, role: str = "tool") -> list[str]:
+    return [lit.value for lit in extractor.scan_text(text, role).literals]
+
+
+def test_a_literal_inside_declared_noise_is_dropped_and_one_outside_stays():
+    extractor = Extractor([pack()])
+    assert values(extractor, "1234\tcall 5678\n99999\tx") == ["5678"]
+
+
+def test_noise_never_hides_a_secret():
+    shaped = PACK.replace("'^\\d+\\t'", "'key sk-\\d+'").replace(
+        'noise: ["1234\\t"]', 'noise: ["key sk-1234"]').replace('"1234\\tx"', '"key sk-1234"')
+    extractor = Extractor([pack(shaped)])
+    found = extractor.scan_text("key sk-1234", "tool").literals
+    assert [(l.value, l.sensitive) for l in found] == [("sk-1234", True)]  # not the 1234 in it
+
+
+def test_noise_that_times_out_drops_nothing():
+    extractor = Extractor([pack()])
+
+    def slow(*_):
+        raise TimeoutError
+    extractor.noise[0].spans = slow
+    assert values(extractor, "1234\tx") == ["1234"]
+
+
+@pytest.mark.parametrize("noise, message", [
+    ('  - id: a\n    pattern: "\\\\d+"\n', "single-quoted"),
+    ("  - id: a\n    pattern: '(['\n", "invalid regex"),
+    ("  - id: a\n    pattern: 'x'\n    colour: red\n", "Extra inputs"),
+    ("  - id: a\n    pattern: 'x'\n  - id: a\n    pattern: 'y'\n", "duplicate noise id"),
+])
+def test_bad_noise_names_pack_entry_and_field(noise, message):
+    with pytest.raises(PackError) as info:
+        parse_pack(f'name: p\nversion: "1"\nnoise:\n{noise}rules: []\n', "p.yaml")
+    assert message in str(info.value) and "noise/a" in str(info.value)
+    assert "p.yaml" in str(info.value)
+
+
+def test_noise_examples_run_with_the_pack():
+    from firewall.examples import noise_reports
+
+    bad = PACK.replace('noise: ["1234\\t"]', 'noise: ["1234"]')
+    (report,) = noise_reports([pack(bad)])
+    assert report.failures and report.failures[0].unexpected == ("1234\t",)
+    assert not noise_reports([pack()])[0].failures
+
+
+def test_builtin_noise_drops_listing_columns_and_harness_placeholders():
+    extractor = Extractor(load_packs())
+    listing = "-rw-r--r-- 1 root root 21094 Oct 10 12:00 card_v2.py\n  1234\tdef f(x=3600):"
+    found = values(extractor, listing)
+    assert "21094" not in found and "1234" not in found
+    assert "card_v2.py" in found and "3600" in found
+    task = "MY_ENV_VAR=MY_VALUE cd /path/to/working/dir && git diff -- path/to/file1"
+    assert values(extractor, task, "user") == []
+
+
+def test_a_free_text_argument_is_never_pinned_whole_its_names_are():
+    command = "sed -n '1200,1300p' /testbed/astropy/io/fits/fitsrec.py && grep -n FITS_rec x.py"
+    turn = Turn("assistant", tool_calls=(ToolCall("bash", {"command": command}),))
+    found = [lit.value for lit in Extractor(load_packs()).scan_turn(turn, 1).literals]
+    assert command not in found
+    assert {"/testbed/astropy/io/fits/fitsrec.py", "FITS_rec", "x.py"} <= set(found)
+
+
+def test_the_budget_follows_the_span_within_floor_and_cap():
+    budget = Budget(share=0.05, floor=600, cap=8000)
+    assert [budget.tokens(n) for n in (1_000, 40_000, 1_000_000, None)] == [600, 2000, 8000, 8000]
+    assert budget_tokens(budget, 40_000) == 2000 and budget_tokens(300, 10) == 300
+    assert budget_tokens("5%", 40_000) == 2000
+    assert parse_budget("auto") == Budget() and parse_budget("250") == 250
+    with pytest.raises(ValueError):
+        Budget(floor=10, cap=5)
+
+
+def test_a_compaction_budgets_a_share_of_its_span():
+    fw = Firewall(load_packs(), budget_tokens=Budget(share=0.01, floor=0, cap=10**6))
+    turns = parse_messages([{"role": "user", "content": "word " * 4000}]).turns
+    assert fw.budget_for(turns) == pytest.approx(40, abs=2)
+    assert Firewall(load_packs(), budget_tokens=300).budget_for(turns) == 300
+
+
+def test_salience_keeps_cheap_used_values_before_long_listing_entries():
+    ledger = Ledger.new("c")
+    listing = [LedgerEntry(value=f"/srv/app/module_{i}/very/long/path/file_{i}.py", rule="p/path",
+                           kind="path", role="tool", first_seen=2, last_seen=2) for i in range(8)]
+    used = LedgerEntry(value="rho23_s", rule="p/name", kind="name", role="tool", first_seen=2,
+                       last_seen=2)
+    ledger.entries = [*listing, used]
+    turns = parse_messages([{"role": "user", "content": "go"},
+                            {"role": "assistant", "content": "",
+                             "tool_calls": [{"name": "bash", "id": "1",
+                                             "arguments": {"command": "grep rho23_s ."}}]}]).turns
+    key = contextual_salience(uses(ledger.entries, turns))
+    ranked = sorted(ledger.entries, key=key, reverse=True)
+    assert ranked[0].value == "rho23_s"
