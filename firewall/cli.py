@@ -155,6 +155,17 @@ def _render_messages(messages: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _template(args: argparse.Namespace) -> str | None:
+    """The text of ``--template FILE``: the harness's instruction template."""
+    if not args.template:
+        return None
+    try:
+        with open(args.template, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FirewallError(f"cannot read template {args.template}: {exc}") from None
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -164,7 +175,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     fw = Firewall(_packs(args), budget_tokens=args.budget, max_retries=args.max_retries,
                   policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
-                  required=args.required, audit=_audit_log(args), summarizer=_summarizer(args))
+                  required=args.required, audit=_audit_log(args), summarizer=_summarizer(args),
+                  template=_template(args))
     ledger_path = Path(args.ledger) if args.ledger else None
     ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
         if ledger_path and ledger_path.exists() else None
@@ -236,9 +248,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         sys.stderr.write(f"firewall: cannot read summary {args.summary}: {exc}\n")
         return EXIT_USAGE
-    fw = Firewall(_packs(args), required=args.required)
+    fw = Firewall(_packs(args), required=args.required, template=_template(args))
     literals = fw.scan(conversations[0])
-    required = {l.value for l in literals if args.strict or fw.is_required(l)}
+    required = {l.value for l in (literals if args.strict
+                                  else fw.required_of(literals, conversations[0]))}
     from .validate import validate
 
     verdict = validate(summary, [(l.value, l.rule) for l in literals],
@@ -387,6 +400,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_tokens_option(check, "auto")
     check.add_argument("--required", choices=("rules", "user", "all"), default="user")
     check.add_argument("--strict", action="store_true", help="every pinned literal is required")
+    for command in (compact, check):
+        command.add_argument("--template", metavar="FILE",
+                            help="the agent harness's instruction template: user-typed literals "
+                                 "found in it (or in the system prompt) are not required of the "
+                                 "summary")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
     check.set_defaults(func=cmd_check)
 

@@ -114,6 +114,12 @@ class Firewall:
     ``required``: which literals the summary itself must carry (the rest ride in the ledger):
     ``"rules"`` (rules marked ``severity: required``), ``"user"`` (those, and every literal the
     user typed: the default), or ``"all"``.
+
+    ``template``: the text of the harness's instruction template (mini-swe-agent's instance
+    template, a SWE-agent demonstration): what the user turn holds because the harness put it
+    there is not what the user asked for. A user-typed literal that also occurs in the template
+    or in the conversation's system prompt is pinned like any other but not *required* of the
+    summary.
     """
 
     def __init__(self, packs: Iterable[Pack | str] | None = None, *,
@@ -121,7 +127,7 @@ class Firewall:
                  max_retries: int = 2, policy: Policy = "reinject", keep_last: int = 8,
                  keep_tokens: int | None = None, required: str = "user",
                  placeholders: bool = False, audit: Any = None,
-                 summarizer: Any = None) -> None:
+                 summarizer: Any = None, template: str | None = None) -> None:
         if policy not in POLICIES:
             raise FirewallError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
         if required not in ("rules", "user", "all"):
@@ -138,6 +144,7 @@ class Firewall:
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
+        self.template = template or ""
         self.audit = open_audit_log(audit) if isinstance(audit, (str, bytes)) or \
             hasattr(audit, "__fspath__") else audit
         self.summarizer = summarizer
@@ -162,14 +169,22 @@ class Firewall:
     def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
         """Validate any compactor's summary against the literals of the turns it summarized."""
         literals = self.scan(messages)
-        required = literals if strict else [l for l in literals if self.is_required(l)]
+        required = literals if strict else self.required_of(literals, self.conversation(messages))
         return validate(summary, [(l.value, l.rule) for l in required],
                         known=[l.value for l in literals])
 
-    def is_required(self, lit: Literal | LedgerEntry) -> bool:
-        """Must the summary itself carry this literal (or ledger entry)? See ``required``."""
-        return (self.required_mode == "all" or lit.severity == "required"
-                or (self.required_mode == "user" and lit.role == "user"))
+    def is_required(self, lit: Literal | LedgerEntry, boilerplate: str = "") -> bool:
+        """Must the summary itself carry this literal (or ledger entry)? See ``required``;
+        a user-typed value found in ``boilerplate`` or the ``template`` is the harness's."""
+        if self.required_mode == "all" or lit.severity == "required":
+            return True
+        return self.required_mode == "user" and lit.role == "user" and \
+            lit.value not in boilerplate and lit.value not in self.template
+
+    def required_of(self, literals: Iterable[Any], conversation: Conversation) -> list[Any]:
+        """The literals (or entries) the summary must carry in this conversation."""
+        system = "\n".join(t.text for t in conversation.turns if t.role == "system")
+        return [l for l in literals if self.is_required(l, system)]
 
     def pin(self, ledger: Ledger, turns: Sequence[Turn], *, offset: int = 0,
             compaction: int | None = None, seen: set[str] | None = None,
@@ -228,7 +243,8 @@ class Firewall:
         pinned = self.pin(ledger, conversation.turns[span.start:span.end], offset=span.start,
                           compaction=number)
         kept = set(ledger.values())
-        required = [l for l in pinned.literals if self.is_required(l) and l.value in kept]
+        required = [l for l in self.required_of(pinned.literals, conversation)
+                    if l.value in kept]
         placeholders = None
         if self.placeholders:
             placeholders = Placeholders()

@@ -139,3 +139,36 @@ def test_salience_keeps_cheap_used_values_before_long_listing_entries():
     key = contextual_salience(uses(ledger.entries, turns))
     ranked = sorted(ledger.entries, key=key, reverse=True)
     assert ranked[0].value == "rho23_s"
+
+
+TEMPLATE = ("<instructions>Run `git diff -- path/to/file1 > patch.txt`, then echo "
+            "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT.</instructions>")
+TASK = [{"role": "system", "content": "You fix bugs in /testbed."},
+        {"role": "user", "content": "<pr>parse_date_v2 fails on /testbed/src/dates.py</pr>\n"
+                                    + TEMPLATE},
+        {"role": "assistant", "content": "Looking.",
+         "tool_calls": [{"name": "bash", "id": "1", "arguments": {"command": "cat src/dates.py"}}]},
+        {"role": "tool", "tool_call_id": "1", "name": "bash", "content": "def parse_date_v2(x):"}]
+
+
+def test_template_and_system_prompt_literals_are_not_required_of_the_summary():
+    summary = "The user reports parse_date_v2 failing in /testbed/src/dates.py; read it."
+    assert not Firewall(load_packs()).check(TASK, summary).ok  # the template's strings missing
+    verdict = Firewall(load_packs(), template=TEMPLATE).check(TASK, summary)
+    assert verdict.ok, verdict
+    # the user's own literal stays required
+    assert not Firewall(load_packs(), template=TEMPLATE).check(TASK, "Read the file.").ok
+
+
+def test_cli_check_takes_a_template(tmp_path, capsys):
+    import json
+
+    from firewall.cli import main
+
+    (tmp_path / "c.json").write_text(json.dumps(TASK), encoding="utf-8")
+    (tmp_path / "s.txt").write_text("parse_date_v2 fails in /testbed/src/dates.py.",
+                                    encoding="utf-8")
+    (tmp_path / "t.txt").write_text(TEMPLATE, encoding="utf-8")
+    args = ["check", str(tmp_path / "c.json"), "--summary", str(tmp_path / "s.txt")]
+    assert main(args) == 1
+    assert main(args + ["--template", str(tmp_path / "t.txt")]) == 0
