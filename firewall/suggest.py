@@ -17,7 +17,7 @@ A rule that passes its examples can still cost more than it brings: a shell-flag
 from ``find -name`` pins every flag of every command. So each candidate must *pay* on the
 conversations it was mined from: compacted where ``firewall eval`` compacts them, more than
 half (``MIN_PRECISION``) of the distinct strings it pins must be gold there (used by a later
-tool call, ``evaluate.gold_set``), and it must not be a rule that ``rules lint`` finds pinning
+tool call, ``evaluate.gold_set``), in as many conversations as a group of misses needs, and it must not be a rule that ``rules lint`` finds pinning
 mostly noise in ordinary shell output. Each proposed rule says its precision.
 """
 
@@ -443,6 +443,7 @@ class Payoff:
 
     gold: int = 0
     pinned: int = 0
+    conversations: set[str] = field(default_factory=set)  # those where it pins gold
 
     @property
     def precision(self) -> float:
@@ -474,7 +475,9 @@ def payoffs(conversations: Iterable[Conversation], pack: Pack,
                 after = [gold for k, gold in cuts if turn <= k]
                 if after:
                     out[qid].pinned += 1
-                    out[qid].gold += any(value in gold for gold in after)
+                    if any(value in gold for gold in after):
+                        out[qid].gold += 1
+                        out[qid].conversations.add(conversation.id)
     return out
 
 
@@ -484,8 +487,8 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
     """Mine ``conversations`` for misses of ``packs`` and propose a validated pack.
 
     A group needs misses in ``min_conversations`` conversations. A rule is proposed only if it
-    pays on the mined conversations: its precision (``Payoff``) is above ``min_precision``, and
-    it is not one that matches mostly noise in ordinary shell output (``lint.shell_noise``:
+    pays on the mined conversations: its precision (``Payoff``) is above ``min_precision``, with
+    gold in ``min_conversations`` conversations, and it is not one that matches mostly noise in ordinary shell output (``lint.shell_noise``:
     flags, ``key=value`` settings, sizes), whatever the mined data says.
     """
     extractor = Extractor(list(packs))
@@ -542,13 +545,17 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
         if payoff.precision <= min_precision:
             skipped.append((labels[rule["id"]], f"does not pay: {payoff}"))
             continue
+        if len(payoff.conversations) < min_conversations:
+            skipped.append((labels[rule["id"]], f"pays in {len(payoff.conversations)} "
+                                                f"conversation(s), fewer than {min_conversations}"))
+            continue
         rule["description"] += f" On the mined conversations: {payoff}."
         kept.append(rule)
         kept_payoffs[rule["id"]] = payoff
     header = (f"# Suggested by `firewall rules suggest`: {len(uses)} load-bearing literal "
               f"use(s), {len(misses)} missed by the current packs, {len(groups)} group(s).\n"
               f"# Kept: rules with precision above {min_precision:.0%} on the mined "
-              f"conversations (compacted at {', '.join(f'{f:.0%}' for f in FRACTIONS)}).\n"
+              f"conversations, compacted at {', '.join(f'{f:.0%}' for f in FRACTIONS)}.\n"
               f"# Review every rule before use: the examples are cut from the mined "
               f"conversations.\n")
     text, pack, late = validated_pack(name, kept, description=description, header=header)

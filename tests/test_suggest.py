@@ -227,3 +227,25 @@ def test_cli_reports_each_rules_precision_and_takes_a_floor(fixtures, tmp_path, 
     with pytest.raises(SystemExit):
         parser.parse_args(argv + ["--min-precision", "1.5"])
     assert "--min-precision: expected a share from 0 to below 1" in capsys.readouterr().err
+
+
+def test_a_rule_must_pay_in_as_many_conversations_as_its_misses():
+    def conversation(n: int, ids: list[str], late: bool) -> list[dict]:
+        ask = {"role": "user", "content": "please look at " + " and ".join(ids)}
+        calls = [{"role": "assistant", "content": "", "tool_calls": [
+            {"name": "get", "arguments": {"req_id": v}, "id": f"{n}{v}"}]} for v in ids]
+        filler = [{"role": "user", "content": f"and then step {i}"} for i in range(6)]
+        return [ask] + (filler + calls if late else calls + filler)
+
+    convs = [parse_messages(conversation(1, ["REQ-1234", "REQ-5678"], late=True),
+                            format="native", id="late"),
+             parse_messages(conversation(2, ["REQ-4321"], late=False), format="native",
+                            id="early")]
+    # missed in both; but only the late one is used after a compaction point: 2 of 3 pinned
+    # strings are gold, all in one conversation
+    result = suggest(convs, [])
+    assert result.rules == []
+    assert dict(result.skipped)[r"[A-Z][A-Z_]{0,6}-\d{4} @ req_id"] == (
+        "pays in 1 conversation(s), fewer than 2")
+    assert [r["pattern"] for r in suggest(convs, [], min_conversations=1).rules] == [
+        r"\bREQ-\d{4}\b"]
