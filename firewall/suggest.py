@@ -17,8 +17,9 @@ A rule that passes its examples can still cost more than it brings: a shell-flag
 from ``find -name`` pins every flag of every command. So each candidate must *pay* on the
 conversations it was mined from: compacted where ``firewall eval`` compacts them, more than
 half (``MIN_PRECISION``) of the distinct strings it pins must be gold there (used by a later
-tool call, ``evaluate.gold_set``), in as many conversations as a group of misses needs, and it must not be a rule that ``rules lint`` finds pinning
-mostly noise in ordinary shell output. Each proposed rule says its precision.
+tool call, ``evaluate.gold_set``), in as many conversations as a group of misses needs; and it
+must not be a rule that ``rules lint`` finds pinning mostly noise in ordinary shell output.
+Each proposed rule says its precision.
 """
 
 from __future__ import annotations
@@ -488,8 +489,9 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
 
     A group needs misses in ``min_conversations`` conversations. A rule is proposed only if it
     pays on the mined conversations: its precision (``Payoff``) is above ``min_precision``, with
-    gold in ``min_conversations`` conversations, and it is not one that matches mostly noise in ordinary shell output (``lint.shell_noise``:
-    flags, ``key=value`` settings, sizes), whatever the mined data says.
+    gold in ``min_conversations`` conversations; and it is not one that matches mostly noise in
+    ordinary shell output (``lint.shell_noise``: flags, ``key=value`` settings, sizes),
+    whatever the mined data says.
     """
     extractor = Extractor(list(packs))
     mined = list(conversations)

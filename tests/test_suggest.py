@@ -146,7 +146,7 @@ def test_cli_writes_a_pack_that_rules_test_accepts(fixtures, tmp_path, capsys):
     assert json.loads(pack.rules[1].examples.match[0].text) == {"sku_code": "4417093321"}
 
 
-# ── rules that pay: coding-agent conversations (bash tool, shell output) ────────────────
+# ── rules that pay: coding-agent conversations (bash tool, shell output) ──────────────
 
 @pytest.fixture
 def coding(fixtures):
