@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import re._constants as C
 import re._parser as sre_parse
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 import regex
 
+from .compiled import CompiledRegex, compile_pack
 from .packs import Pack, RegexRule
 
 # Texts that make backtracking-prone patterns blow up: long runs, and the same runs ending in a
@@ -163,16 +166,95 @@ def stress(pattern: regex.Pattern[str], limit: float = 0.2) -> float | None:
     return worst
 
 
+# ── ordinary shell output ───────────────────────────────────────────────────────────────
+# A built-in sample of what a coding agent's shell shows (listings, git, pip, pytest, grep,
+# tracebacks), with the strings in it an agent would type again (paths, names, test ids,
+# versions, SHAs, error codes) listed beside it. A rule most of whose matches there are none
+# of those pins flags, permissions, sizes and `key=value` settings wherever it runs. Counting
+# the share of *all* the sample's tokens does not tell such a rule apart: shell flags touch 4 %
+# of them, a relative-path rule 3 %; the share of a rule's own matches that are noise does
+# (flags 100 %, `\w+=\w+` 85 %; when this was written no built-in rule with 5+ matches was
+# above 32 %, core/semver on tool versions).
+SHELL_NOISE_SHARE = 0.5  # warn above this share of noise among a rule's matches...
+SHELL_NOISE_MIN_MATCHES = 5  # ...once it matches at least this many tokens of the sample
+
+
+@dataclass(frozen=True, slots=True)
+class ShellNoise:
+    """A rule's matches in the built-in shell sample and how many of them are noise."""
+
+    matches: int
+    noise: int
+    examples: tuple[str, ...]  # a few noise tokens, for the message
+
+    @property
+    def noisy(self) -> bool:
+        return self.matches >= SHELL_NOISE_MIN_MATCHES and \
+            self.noise > SHELL_NOISE_SHARE * self.matches
+
+
+@functools.cache
+def _shell_sample() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(one text per command with its output, the strings an agent reuses from them)."""
+    folder = resources.files("firewall")
+    text = (folder / "shell_output.txt").read_text(encoding="utf-8")
+    reusable = (folder / "shell_output_reusable.txt").read_text(encoding="utf-8").split()
+    documents = regex.split(r"\n(?=\$ )", text)
+    return tuple(documents), tuple(reusable)
+
+
+def shell_noise(rule: CompiledRegex, timeout: float = 1.0) -> ShellNoise:
+    """Run one compiled regex rule over the shell sample as the engine would (keywords,
+    ``literal`` group, requires, checksum, allowlist). A match is noise when no token it
+    touches holds a reusable string (not glued to a letter or digit)."""
+    from .evaluate import occurs
+
+    documents, reusable = _shell_sample()
+    matches, noise, examples = 0, 0, []
+    for document in documents:
+        lowered = document.lower()
+        if rule.keywords and not any(k in lowered for k in rule.keywords):
+            continue  # the prefilter would not run it here
+        for start, end in rule.find(document, timeout):
+            # widen the match to the whitespace-delimited tokens it touches
+            left = max(document.rfind(c, 0, start) for c in " \t\n") + 1
+            right = min((i for i in (document.find(c, end) for c in " \t\n") if i >= 0),
+                        default=len(document))
+            tokens = document[left:right]
+            matches += 1
+            if not any(occurs(r, tokens) for r in reusable):
+                noise += 1
+                examples.append(document[start:end])
+    return ShellNoise(matches, noise, tuple(dict.fromkeys(examples))[:4])
+
+
 def lint(packs: Iterable[Pack]) -> list[LintFinding]:
     findings: list[LintFinding] = []
     owners: dict[str, str] = {}
     for pack in packs:
+        compiled = {r.qid: r for r in compile_pack(pack) if isinstance(r, CompiledRegex)}
         for qid, rule in zip(pack.qualified_ids(), pack.rules):
             if qid in owners and owners[qid] != pack.name:
                 continue  # inherited through `extends`: linted with its own pack
             owners[qid] = pack.name
             findings.extend(_lint_rule(qid, rule))
+            if qid in compiled:
+                findings.extend(_lint_shell_noise(qid, compiled[qid]))
     return findings
+
+
+def _lint_shell_noise(qid: str, rule: CompiledRegex) -> list[LintFinding]:
+    try:
+        found = shell_noise(rule)
+    except TimeoutError:
+        return []  # catastrophic backtracking: the stress test reports it as an error
+    if not found.noisy:
+        return []
+    return [LintFinding(qid, "warning",
+                        f"{found.noise} of its {found.matches} matches in ordinary shell output "
+                        f"(the built-in sample) are not strings an agent reuses, e.g. "
+                        f"{', '.join(repr(e) for e in found.examples)}: it would fill the ledger "
+                        f"with shell noise")]
 
 
 def _lint_rule(qid: str, rule) -> list[LintFinding]:

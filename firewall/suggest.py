@@ -12,6 +12,14 @@ from a stable prefix, a ``literal`` group behind a context word when the shape a
 generic) or a ``json_key`` rule (when every miss first sat under the same JSON key), with
 positive examples cut from the real texts and near-miss negatives. The pack is validated as
 ``firewall rules test`` would run it; rules whose examples fail are dropped and reported.
+
+A rule that passes its examples can still cost more than it brings: a shell-flag shape mined
+from ``find -name`` pins every flag of every command. So each candidate must *pay* on the
+conversations it was mined from: compacted where ``firewall eval`` compacts them, more than
+half (``MIN_PRECISION``) of the distinct strings it pins must be gold there (used by a later
+tool call, ``evaluate.gold_set``), in as many conversations as a group of misses needs; and it
+must not be a rule that ``rules lint`` finds pinning mostly noise in ordinary shell output.
+Each proposed rule says its precision.
 """
 
 from __future__ import annotations
@@ -26,7 +34,10 @@ from typing import Any
 
 import regex
 
+from .compiled import CompiledRegex, compile_pack
+from .evaluate import FRACTIONS, cut_points, gold_set
 from .extract import Extractor, Scanner, parse_json, scalar_leaves
+from .lint import shell_noise
 from .packs import Pack
 from .toolschema import is_identifier_name, validated_pack
 from .turns import Conversation, Turn
@@ -92,6 +103,7 @@ class Suggestion:
     dropped: list[str]  # rule ids whose examples failed
     yaml: str
     pack: Pack
+    payoffs: dict[str, Payoff] = field(default_factory=dict)  # of each rule proposed
 
 
 # ── mining ──────────────────────────────────────────────────────────────────────────────
@@ -418,28 +430,81 @@ def propose(group: Group, rule_id: str) -> tuple[dict[str, Any] | None, str]:
     return rule, ""
 
 
+# ── payoff ──────────────────────────────────────────────────────────────────────────────
+
+MIN_PRECISION = 0.5  # a rule is proposed only if more than this share of what it pins is gold
+
+
+@dataclass(slots=True)
+class Payoff:
+    """What a rule pins in the mined conversations, compacted as ``firewall eval`` compacts
+    them: each distinct string it extracts counts once per conversation if it appears at or
+    before one of the compaction points, and is *gold* when, at such a point, a later tool
+    call uses it (``evaluate.gold_set``)."""
+
+    gold: int = 0
+    pinned: int = 0
+    conversations: set[str] = field(default_factory=set)  # those where it pins gold
+
+    @property
+    def precision(self) -> float:
+        return self.gold / self.pinned if self.pinned else 0.0
+
+    def __str__(self) -> str:
+        return (f"precision {self.precision:.0%}: {self.gold} of the {self.pinned} strings it "
+                f"pins are used by a tool call after a compaction")
+
+
+def payoffs(conversations: Iterable[Conversation], pack: Pack,
+            fractions: Iterable[float] = FRACTIONS) -> dict[str, Payoff]:
+    """Each rule of ``pack`` (by qualified id), with compaction after message
+    ``floor(f * n)`` for each fraction ``f`` (``firewall eval``'s cut points)."""
+    extractor = Extractor([pack])
+    fractions = tuple(fractions)
+    out = {qid: Payoff() for qid in pack.qualified_ids()}
+    for conversation in conversations:
+        first: dict[str, dict[str, int]] = {}  # rule -> value -> turn it is first pinned at
+        for index, turn in enumerate(conversation.turns):
+            for lit in extractor.scan_turn(turn, index).literals:
+                first.setdefault(lit.rule, {}).setdefault(lit.value, index)
+        if not first:
+            continue
+        cuts = [(k, {g.literal for g in gold_set(conversation, k)})
+                for _f, k in cut_points(len(conversation.turns), fractions)]
+        for qid, values in first.items():
+            for value, turn in values.items():
+                after = [gold for k, gold in cuts if turn <= k]
+                if after:
+                    out[qid].pinned += 1
+                    if any(value in gold for gold in after):
+                        out[qid].gold += 1
+                        out[qid].conversations.add(conversation.id)
+    return out
+
+
 def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
             name: str = "suggested", min_conversations: int = 2,
-            min_share: float = 0.05) -> Suggestion:
+            min_precision: float = MIN_PRECISION) -> Suggestion:
     """Mine ``conversations`` for misses of ``packs`` and propose a validated pack.
 
-    A group needs misses in ``min_conversations`` conversations; a regex rule is kept only if
-    at least ``min_share`` of the distinct strings it matches in the mined texts are
-    load-bearing (a crude precision floor).
+    A group needs misses in ``min_conversations`` conversations. A rule is proposed only if it
+    pays on the mined conversations: its precision (``Payoff``) is above ``min_precision``, with
+    gold in ``min_conversations`` conversations; and it is not one that matches mostly noise in
+    ordinary shell output (``lint.shell_noise``: flags, ``key=value`` settings, sizes),
+    whatever the mined data says.
     """
     extractor = Extractor(list(packs))
+    mined = list(conversations)
     uses: list[Use] = []
     misses: list[Use] = []
-    texts: list[str] = []  # everything the conversations show, for the precision note
-    for conversation in conversations:
+    for conversation in mined:
         found, missed = load_bearing(conversation, extractor)
         uses += found
         misses += missed
-        texts += [t.text for t in conversation.turns if t.role != "system" and t.text]
-    load_bearing_values = {u.literal for u in uses}
     signatures: dict[str, str] = {}
     groups = group_misses(misses)
     rules: list[dict[str, Any]] = []
+    labels: dict[str, str] = {}
     skipped: list[tuple[str, str]] = []
     taken: Counter[str] = Counter()
     for group in groups:
@@ -460,27 +525,45 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
             skipped.append((label, f"the same rule as {signatures[signature]}"))
             continue
         signatures[signature] = rule_id
-        if rule["kind"] == "regex":
-            compiled = regex.compile(rule["pattern"])
-            matched = {v for text in texts for v in _found(compiled, text)}
-            useful = len(matched & load_bearing_values)
-            if useful < min_share * len(matched):
-                skipped.append((label, f"too broad: {useful} of the {len(matched)} distinct "
-                                       f"strings it matches are load-bearing"))
-                continue
-            rule["description"] += (f" Matches {len(matched)} distinct string(s) in the mined "
-                                    f"conversations, {len(matched & load_bearing_values)} of "
-                                    f"them load-bearing.")
+        labels[rule_id] = label
         rules.append(rule)
+    description = "Rules suggested from literals the current packs missed."
+    _text, candidates, dropped = validated_pack(name, rules, description=description)
+    rules = [r for r in rules if r["id"] not in dropped]
+    noise = {r.qid: shell_noise(r) for r in compile_pack(candidates)
+             if isinstance(r, CompiledRegex)}
+    paid = payoffs(mined, candidates)
+    kept: list[dict[str, Any]] = []
+    kept_payoffs: dict[str, Payoff] = {}
+    for rule in rules:
+        qid = f"{name}/{rule['id']}"
+        if qid in noise and noise[qid].noisy:
+            found = noise[qid]
+            skipped.append((labels[rule["id"]], f"shell noise: {found.noise} of its "
+                            f"{found.matches} matches in ordinary shell output are not strings "
+                            f"an agent reuses"))
+            continue
+        payoff = paid[qid]
+        if payoff.precision <= min_precision:
+            skipped.append((labels[rule["id"]], f"does not pay: {payoff}"))
+            continue
+        if len(payoff.conversations) < min_conversations:
+            skipped.append((labels[rule["id"]], f"pays in {len(payoff.conversations)} "
+                                                f"conversation(s), fewer than {min_conversations}"))
+            continue
+        rule["description"] += f" On the mined conversations: {payoff}."
+        kept.append(rule)
+        kept_payoffs[rule["id"]] = payoff
     header = (f"# Suggested by `firewall rules suggest`: {len(uses)} load-bearing literal "
               f"use(s), {len(misses)} missed by the current packs, {len(groups)} group(s).\n"
+              f"# Kept: rules with precision above {min_precision:.0%} on the mined "
+              f"conversations, compacted at {', '.join(f'{f:.0%}' for f in FRACTIONS)}.\n"
               f"# Review every rule before use: the examples are cut from the mined "
               f"conversations.\n")
-    text, pack, dropped = validated_pack(
-        name, rules, description="Rules suggested from literals the current packs missed.",
-        header=header)
-    rules = [r for r in rules if r["id"] not in dropped]
-    return Suggestion(len(uses), misses, groups, rules, skipped, dropped, text, pack)
+    text, pack, late = validated_pack(name, kept, description=description, header=header)
+    kept = [r for r in kept if r["id"] not in late]
+    return Suggestion(len(uses), misses, groups, kept, skipped, dropped + late, text, pack,
+                      {r["id"]: kept_payoffs[r["id"]] for r in kept})
 
 
 # ── CLI ─────────────────────────────────────────────────────────────────────────────────
@@ -496,7 +579,8 @@ def cmd_rules_suggest(args: argparse.Namespace) -> int:
             yield from read_conversations(path)
 
     result = suggest(conversations(), packs, name=args.name,
-                     min_conversations=args.min_conversations)
+                     min_conversations=args.min_conversations,
+                     min_precision=args.min_precision)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(result.yaml)
@@ -506,11 +590,23 @@ def cmd_rules_suggest(args: argparse.Namespace) -> int:
     err(f"{result.uses} load-bearing literal use(s), {len(result.misses)} missed by the current "
         f"packs, in {len(result.groups)} group(s): {len(result.rules)} rule(s) suggested"
         + (f" -> {args.out}" if args.out else "") + "\n")
+    for rule_id, payoff in result.payoffs.items():
+        err(f"  {rule_id}: {payoff}\n")
     for label, reason in result.skipped:
         err(f"  no rule for {label}: {reason}\n")
     for rule_id in result.dropped:
         err(f"  dropped {rule_id}: its examples fail\n")
     return 0
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to below 1, like 0.5: {text!r}")
+    return value
 
 
 def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
@@ -525,5 +621,9 @@ def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
     command.add_argument("--min-conversations", type=int, default=2, metavar="N",
                          help="propose a rule only for misses seen in N conversations "
                               "(default 2)")
+    command.add_argument("--min-precision", type=_share, default=MIN_PRECISION, metavar="P",
+                         help="propose a rule only if more than this share of the strings it "
+                              "pins in the mined conversations is used later in a tool call "
+                              f"(default {MIN_PRECISION})")
     command.set_defaults(func=cmd_rules_suggest)
     return command

@@ -11,8 +11,9 @@ import regex
 from firewall.examples import failures
 from firewall.extract import Extractor
 from firewall.formats import read_conversations, parse_messages
-from firewall.packs import load_packs, parse_pack
-from firewall.suggest import add_suggest_command, group_misses, load_bearing, shape_of, suggest
+from firewall.packs import Pack, load_packs, parse_pack
+from firewall.suggest import (MIN_PRECISION, add_suggest_command, group_misses, load_bearing,
+                              payoffs, shape_of, suggest)
 
 
 @pytest.fixture
@@ -143,3 +144,108 @@ def test_cli_writes_a_pack_that_rules_test_accepts(fixtures, tmp_path, capsys):
     pack = load_packs(out, strict=True)[0]  # strict: every example runs
     assert pack.name == "support" and len(pack.rules) == 3
     assert json.loads(pack.rules[1].examples.match[0].text) == {"sku_code": "4417093321"}
+
+
+# ── rules that pay: coding-agent conversations (bash tool, shell output) ──────────────
+
+@pytest.fixture
+def coding(fixtures):
+    return list(read_conversations(fixtures / "suggest" / "coding.jsonl"))
+
+
+SHELL_NOISE = ("find src -name '*.py' -type f", "git log --oneline -2",
+               "read_table('x', strict=True)", "size=4127 sha256=9f86d081")
+
+
+def test_coding_conversations_get_no_flag_or_key_value_rule(coding, current):
+    # `-name`, `-type` and `strict=True` are retyped by the agent (so they are load-bearing
+    # misses), but a rule for their shape pins every flag and setting of every command
+    result = suggest(coding, current)
+    for rule in result.rules:
+        pattern = regex.compile(rule["pattern"])
+        assert not any(pattern.search(text) for text in SHELL_NOISE), rule["pattern"]
+    reasons = dict(result.skipped)
+    assert reasons[r"-[a-z][a-z_]{0,8} @ command"].startswith("shell noise:")
+    assert reasons[r"[a-z][a-z_]{0,20}=[A-Za-z][A-Za-z_]{0,10} @ command"].startswith(
+        "shell noise:")
+    # `/repo` is only ever used before any compaction point: its shape does not pay
+    assert reasons[r"/[a-z][a-z_]{0,8} @ command"] == (
+        "does not pay: precision 0%: 0 of the 3 strings it pins are used by a tool call after "
+        "a compaction")
+
+
+def test_a_recurring_id_family_is_proposed_with_its_precision(coding, current):
+    # each task names its bug; the agent quotes it in the final commit. A fourth id, in one
+    # `git log` listing, is never used: 3 of the 4 strings the rule pins are gold
+    result = suggest(coding, current)
+    assert [r["pattern"] for r in result.rules] == [r"\bBUG-\d{5}\b"]
+    rule = result.rules[0]
+    assert rule["keywords"] == ["BUG"]
+    assert (result.payoffs[rule["id"]].gold, result.payoffs[rule["id"]].pinned) == (3, 4)
+    assert "precision 75%: 3 of the 4 strings it pins" in rule["description"]
+    assert "precision 75%" in result.yaml and failures([result.pack]) == []
+
+
+def test_payoff_counts_what_a_rule_pins_against_the_gold(coding):
+    spec = parse_pack(r"""
+name: probe
+version: "1"
+rules:
+  - {id: flag, kind: regex, pattern: '\B-[a-z][a-z_]{0,16}\b'}
+  - {id: setting, kind: regex, pattern: '\w+=\w+'}
+  - {id: bug, kind: regex, pattern: '\bBUG-\d{5}\b'}
+""")
+    pack = Pack(name=spec.name, version=spec.version, description="", rules=tuple(spec.rules),
+                owners=(spec.name,) * len(spec.rules))
+    paid = payoffs(coding, pack)
+    assert paid["probe/flag"].precision <= MIN_PRECISION
+    assert paid["probe/setting"].precision <= MIN_PRECISION
+    assert (paid["probe/bug"].gold, paid["probe/bug"].pinned) == (3, 4)
+    # the same rule pins nothing gold when no tool call comes after any compaction point
+    early = [parse_messages([{"role": "user", "content": "fix BUG-10001 please"},
+                             {"role": "assistant", "content": "", "tool_calls": [
+                                 {"name": "bash", "arguments": {"command": "echo BUG-10001"}}]}],
+                            format="native")]
+    assert payoffs(early, pack)["probe/bug"].pinned == 0
+
+
+def test_cli_reports_each_rules_precision_and_takes_a_floor(fixtures, tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="firewall")
+    rules = parser.add_subparsers(dest="command").add_parser("rules")
+    add_suggest_command(rules.add_subparsers(dest="rules_command"))
+    argv = ["rules", "suggest", str(fixtures / "suggest" / "coding.jsonl"),
+            "--rules", str(fixtures / "suggest" / "email_only.yaml")]
+    args = parser.parse_args(argv + ["--out", str(tmp_path / "a.yaml")])
+    assert args.func(args) == 0
+    err = capsys.readouterr().err
+    assert "1 rule(s) suggested" in err
+    assert "  command-3: precision 75%: 3 of the 4 strings it pins" in err
+    args = parser.parse_args(argv + ["--out", str(tmp_path / "b.yaml"), "--min-precision", "0.8"])
+    assert args.func(args) == 0
+    assert "0 rule(s) suggested" in capsys.readouterr().err
+    assert load_packs(tmp_path / "b.yaml")[0].rules == ()
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv + ["--min-precision", "1.5"])
+    assert "--min-precision: expected a share from 0 to below 1" in capsys.readouterr().err
+
+
+def test_a_rule_must_pay_in_as_many_conversations_as_its_misses():
+    def conversation(n: int, ids: list[str], late: bool) -> list[dict]:
+        ask = {"role": "user", "content": "please look at " + " and ".join(ids)}
+        calls = [{"role": "assistant", "content": "", "tool_calls": [
+            {"name": "get", "arguments": {"req_id": v}, "id": f"{n}{v}"}]} for v in ids]
+        filler = [{"role": "user", "content": f"and then step {i}"} for i in range(6)]
+        return [ask] + (filler + calls if late else calls + filler)
+
+    convs = [parse_messages(conversation(1, ["REQ-1234", "REQ-5678"], late=True),
+                            format="native", id="late"),
+             parse_messages(conversation(2, ["REQ-4321"], late=False), format="native",
+                            id="early")]
+    # missed in both; but only the late one is used after a compaction point: 2 of 3 pinned
+    # strings are gold, all in one conversation
+    result = suggest(convs, [])
+    assert result.rules == []
+    assert dict(result.skipped)[r"[A-Z][A-Z_]{0,6}-\d{4} @ req_id"] == (
+        "pays in 1 conversation(s), fewer than 2")
+    assert [r["pattern"] for r in suggest(convs, [], min_conversations=1).rules] == [
+        r"\bREQ-\d{4}\b"]
