@@ -7,6 +7,7 @@ the JSON walker in ``extract``.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import time
 from dataclasses import dataclass, field
@@ -382,6 +383,23 @@ class CompiledNoise:
         if self.keywords and not any(k in lowered for k in self.keywords):
             return []
         return [m.span() for m in self.pattern.finditer(text, timeout=timeout) if m.end() > m.start()]
+
+
+def covered(spans: list[tuple[int, int]]):
+    """``inside(start, end)``: does the union of ``spans`` cover ``start..end``? One sort of the
+    spans, then a bisection per question."""
+    merged: list[list[int]] = []  # the union, as disjoint sorted stretches
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    starts = [s for s, _ in merged]
+
+    def inside(start: int, end: int) -> bool:
+        i = bisect.bisect_right(starts, start) - 1
+        return i >= 0 and end <= merged[i][1]
+    return inside
 
 
 def compile_noise(pack: Pack) -> list[CompiledNoise]:

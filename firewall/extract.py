@@ -7,7 +7,6 @@ the rule and turn are reported and the turn is marked to be kept verbatim.
 
 from __future__ import annotations
 
-import bisect
 import json
 import threading
 from collections import OrderedDict
@@ -15,7 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .compiled import CompiledJsonKey, CompiledRegex, CompiledRule, compile_noise, compile_pack
+from .compiled import (CompiledJsonKey, CompiledRegex, CompiledRule, compile_noise, compile_pack,
+                       covered)
 from .literals import Literal
 from .packs import Pack
 from .prefilter import Prefilter, ascii_bytes
@@ -169,20 +169,9 @@ class Extractor:
         spans = self.noise_spans(text, budget)
         if not spans:
             return
-        merged: list[list[int]] = []  # the union of the noise, as disjoint sorted stretches
-        for s, e in sorted(spans):
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        starts = [s for s, _ in merged]
-
-        def inside(lit: Literal) -> bool:
-            i = bisect.bisect_right(starts, lit.start) - 1
-            return i >= 0 and lit.end <= merged[i][1]
-
+        inside = covered(spans)
         out.literals[start:] = [lit for lit in out.literals[start:]
-                                if lit.sensitive or not inside(lit)]
+                                if lit.sensitive or not inside(lit.start, lit.end)]
 
     def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
              role: str, field: str, tool: str | None, out: TurnScan) -> None:

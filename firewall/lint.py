@@ -6,14 +6,14 @@ import functools
 import re._constants as C
 import re._parser as sre_parse
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import regex
 
-from .compiled import CompiledRegex, compile_pack
+from .compiled import CompiledNoise, CompiledRegex, compile_noise, compile_pack, covered
 from .packs import Pack, RegexRule
 
 # Texts that make backtracking-prone patterns blow up: long runs, and the same runs ending in a
@@ -203,10 +203,12 @@ def _shell_sample() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(documents), tuple(reusable)
 
 
-def shell_noise(rule: CompiledRegex, timeout: float = 1.0) -> ShellNoise:
+def shell_noise(rule: CompiledRegex, timeout: float = 1.0,
+                declared_noise: Sequence[CompiledNoise] = ()) -> ShellNoise:
     """Run one compiled regex rule over the shell sample as the engine would (keywords,
-    ``literal`` group, requires, checksum, allowlist). A match is noise when no token it
-    touches holds a reusable string (not glued to a letter or digit)."""
+    ``literal`` group, requires, checksum, allowlist, the packs' ``declared_noise``). A match
+    is noise when no token it touches holds a reusable string (not glued to a letter or
+    digit)."""
     from .evaluate import occurs
 
     documents, reusable = _shell_sample()
@@ -215,7 +217,11 @@ def shell_noise(rule: CompiledRegex, timeout: float = 1.0) -> ShellNoise:
         lowered = document.lower()
         if rule.keywords and not any(k in lowered for k in rule.keywords):
             continue  # the prefilter would not run it here
+        declared = covered([span for n in declared_noise
+                            for span in n.spans(document, lowered, timeout)])
         for start, end in rule.find(document, timeout):
+            if declared(start, end) and not rule.rule.sensitive:
+                continue  # the packs say it is not a literal: the engine drops it
             # widen the match to the whitespace-delimited tokens it touches
             left = max(document.rfind(c, 0, start) for c in " \t\n") + 1
             right = min((i for i in (document.find(c, end) for c in " \t\n") if i >= 0),
@@ -231,6 +237,8 @@ def shell_noise(rule: CompiledRegex, timeout: float = 1.0) -> ShellNoise:
 def lint(packs: Iterable[Pack]) -> list[LintFinding]:
     findings: list[LintFinding] = []
     owners: dict[str, str] = {}
+    packs = list(packs)
+    noise = [n for pack in packs for n in compile_noise(pack)]
     for pack in packs:
         compiled = {r.qid: r for r in compile_pack(pack) if isinstance(r, CompiledRegex)}
         for qid, rule in zip(pack.qualified_ids(), pack.rules):
@@ -239,13 +247,14 @@ def lint(packs: Iterable[Pack]) -> list[LintFinding]:
             owners[qid] = pack.name
             findings.extend(_lint_rule(qid, rule))
             if qid in compiled:
-                findings.extend(_lint_shell_noise(qid, compiled[qid]))
+                findings.extend(_lint_shell_noise(qid, compiled[qid], noise))
     return findings
 
 
-def _lint_shell_noise(qid: str, rule: CompiledRegex) -> list[LintFinding]:
+def _lint_shell_noise(qid: str, rule: CompiledRegex,
+                      noise: Sequence[CompiledNoise]) -> list[LintFinding]:
     try:
-        found = shell_noise(rule)
+        found = shell_noise(rule, declared_noise=noise)
     except TimeoutError:
         return []  # catastrophic backtracking: the stress test reports it as an error
     if not found.noisy:
