@@ -567,14 +567,16 @@ def _parse_value(line: str, at: int) -> tuple[str, int]:
 
 USER, CALL, ASSISTANT = 4, 2, 1  # bits of ``uses``: where a value was used, not just shown
 LISTED_MAX = 3  # more values of one kind from one message: a listing, not a choice
+LINE_PREFIX = 4  # tokens of a block line's source prefix and newline ("12 tool:"), about
 
 
 class SpanUses(dict):
-    """``value -> USER | CALL | ASSISTANT`` bits, and ``listed``: for each value, how many
-    values of its kind its first source (one message) showed: 1 for a lone ID, 30 for an
-    item id in a catalog listing."""
+    """``value -> USER | CALL | ASSISTANT`` bits; ``listed``: for each value, how many values
+    of its kind its first source (one message) showed: 1 for a lone ID, 30 for an item id in a
+    catalog listing; ``line``: how many entries share its block line (its source)."""
 
     listed: dict[str, int]
+    line: dict[str, int]
 
 
 def _occurring(values: set[str], texts: dict[int, str]) -> dict[str, int]:
@@ -608,10 +610,12 @@ def uses(entries: Iterable[LedgerEntry], turns: Sequence[Any]) -> SpanUses:
     found = _occurring({e.value for e in entries},
                        {bit: "\n".join(parts) for bit, parts in texts.items()})
     out = SpanUses((e.value, found.get(e.value, 0)) for e in entries)
-    groups: dict[tuple[int, str, str], int] = {}
+    groups: dict[tuple, int] = {}
     for e in entries:
-        groups[(e.first_seen, e.role, e.kind)] = groups.get((e.first_seen, e.role, e.kind), 0) + 1
+        for group in ((e.first_seen, e.role, e.kind), (e.first_seen, e.role)):
+            groups[group] = groups.get(group, 0) + 1
     out.listed = {e.value: groups[(e.first_seen, e.role, e.kind)] for e in entries}
+    out.line = {e.value: groups[(e.first_seen, e.role)] for e in entries}
     return out
 
 
@@ -636,6 +640,7 @@ def contextual_salience(used: dict[str, int],
     priority, recency), which filled budgets with long listing entries first.
     """
     listed = getattr(used, "listed", {})
+    line = getattr(used, "line", {})
 
     def key(entry: LedgerEntry) -> tuple:
         u = used.get(entry.value, 0)
@@ -643,6 +648,8 @@ def contextual_salience(used: dict[str, int],
             1 if u or listed.get(entry.value, 1) <= LISTED_MAX else 0
         weight = (2 ** tier) * (3 if id_shaped(entry.value) else 1) * (entry.priority / 50) \
             * (1 + entry.last_seen / 100)
-        return (entry.severity == "required", weight / max(1, count(VALUE_SEP + value_text(entry.value))),
-                entry.role == "user", entry.last_seen)
+        # its tokens, and its share of its line's source prefix ("12 tool:")
+        tokens = count(VALUE_SEP + value_text(entry.value)) + LINE_PREFIX / line.get(entry.value, 1)
+        return (entry.severity == "required", weight / tokens, entry.role == "user",
+                entry.last_seen)
     return key

@@ -172,3 +172,18 @@ def test_cli_check_takes_a_template(tmp_path, capsys):
     args = ["check", str(tmp_path / "c.json"), "--summary", str(tmp_path / "s.txt")]
     assert main(args) == 1
     assert main(args + ["--template", str(tmp_path / "t.txt")]) == 0
+
+
+def test_encoding_names_are_literals_code_passes():
+    extractor = Extractor(load_packs())
+    assert {"utf-8", "cp1252"} <= set(values(extractor, "open(p, encoding='utf-8') or 'cp1252'",
+                                             "assistant"))
+
+
+def test_a_value_on_a_line_of_its_own_pays_for_the_line():
+    # two equally used values: the one that shares a block line with others is cheaper
+    entries = [LedgerEntry(value=v, rule="p/n", kind="n", role="tool", first_seen=t, last_seen=9)
+               for v, t in (("alpha_1", 2), ("beta_2", 2), ("gamma_3", 2), ("delta_4", 3))]
+    spans = uses(entries, [])
+    key = contextual_salience(spans)
+    assert key(entries[0])[1] > key(entries[3])[1]
