@@ -3,7 +3,8 @@
 A fixed budget binds on long spans and is slack on short ones: 2,000 tokens are 13 % of a
 15k-token coding span and 1.2 % of a 160k-token Claude Code compaction. The default follows
 the span (``share``), with a ``floor`` so that a short conversation keeps its few IDs whole, and
-a ``cap`` so that a huge span does not buy a huge block.
+a ``cap`` so that a huge span does not buy a huge block (4,500 tokens: under 3 % of the
+150k-190k-token spans that harnesses compact at).
 """
 
 from __future__ import annotations
@@ -15,20 +16,22 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Budget:
     """``tokens(span) = clamp(share * span, floor, cap)``; the cap alone when the span is
-    unknown (a hook that sees a transcript, not a span)."""
+    unknown (a hook that sees a transcript, not a span). The floor is for the few IDs of a
+    short conversation, not for filling: ``floor_need`` (the tokens those IDs take) lowers it."""
 
-    share: float = 0.05
-    floor: int = 600
-    cap: int = 8_000
+    share: float = 0.045
+    floor: int = 500
+    cap: int = 4_500
 
     def __post_init__(self) -> None:
         if not (0 <= self.share <= 1 and 0 <= self.floor <= self.cap):
             raise ValueError(f"budget: need 0 <= share <= 1 and 0 <= floor <= cap, got {self}")
 
-    def tokens(self, span_tokens: int | None) -> int:
+    def tokens(self, span_tokens: int | None, floor_need: int | None = None) -> int:
         if span_tokens is None:
             return self.cap
-        return max(self.floor, min(self.cap, int(self.share * span_tokens)))
+        floor = self.floor if floor_need is None else min(self.floor, floor_need)
+        return max(floor, min(self.cap, int(self.share * span_tokens)))
 
     def __str__(self) -> str:
         return f"{self.share * 100:g}% of the span, within {self.floor}-{self.cap} tokens"

@@ -25,7 +25,8 @@ from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner
 from .formats import parse_messages
-from .ledger import Eviction, Ledger, LedgerEntry, contextual_salience, find_blocks, uses
+from .ledger import (Eviction, Ledger, LedgerEntry, contextual_salience, find_blocks,
+                     floor_need, uses)
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
@@ -215,21 +216,22 @@ class Firewall:
                 scanner.add(turn, offset + i)
             scan = scanner.result()
         ledger.update(scan.literals)
+        span_uses = uses(ledger.entries, turns)
         if budget is None:
-            budget = self.budget_for(turns)
-        evicted = ledger.fit(budget,
-                             compaction=compaction,
-                             salience=contextual_salience(uses(ledger.entries, turns)))
+            budget = self.budget_for(turns, floor_need(ledger.entries, span_uses))
+        evicted = ledger.fit(budget, compaction=compaction,
+                             salience=contextual_salience(span_uses))
         return Pinned(scan.literals, scan.timeouts, evicted)
 
-    def budget_for(self, turns: Sequence[Turn] | None) -> int:
+    def budget_for(self, turns: Sequence[Turn] | None, floor_need: int | None = None) -> int:
         """The ledger's tokens for a span of ``turns`` (None: unknown, e.g. a hook's
-        transcript): ``budget_tokens`` as given, or the ``Budget``'s share of the span."""
+        transcript): ``budget_tokens`` as given, or the ``Budget``'s share of the span (see
+        ``Budget.tokens`` for ``floor_need``)."""
         budget = self.budget_tokens
         if not isinstance(budget, Budget):
             return int(budget)
-        return budget.tokens(None if turns is None else sum(count_tokens(turn_text(t))
-                                                            for t in turns))
+        span = None if turns is None else sum(count_tokens(turn_text(t)) for t in turns)
+        return budget.tokens(span, floor_need)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
