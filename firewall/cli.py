@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import FirewallError
 from .evaluate import add_eval_command
-from .hooks import add_hooks_commands
+from .hooks import add_hooks_commands, write_atomic
 from .suggest import add_suggest_command
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -187,8 +187,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
             _out(_render_messages(result.messages))
         if not args.json:
             _out(_report_line(report))
-    if ledger_path and ledger is not None:
-        ledger_path.write_text(ledger.to_json(), "utf-8")
+    if ledger_path and ledger is not None:  # it holds secrets and the HMAC key: 0600
+        write_atomic(ledger_path, ledger.to_json())
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             for document in outputs:
