@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
 from .audit import AuditRecord, open_audit_log
-from .compose import Span, choose_span, compose
+from .compose import Span, choose_span, compose, turn_tokens
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner
 from .formats import parse_messages
@@ -97,6 +97,7 @@ class _Plan:
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
     summarizer: Any = None  # per call: concurrent compactions may use different ones
+    refused: str | None = None  # why the span cannot be summarized at all: kept as it was
 
     @property
     def span_tokens(self) -> int:
@@ -154,7 +155,7 @@ class Firewall:
         Pass the new messages, or the whole history: turns seen before are lookups."""
         conversation = self.conversation(messages)
         for turn in conversation.turns:
-            count_tokens(turn.text)
+            turn_tokens(turn)
         return self.extractor.scan(conversation).literals
 
     def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
@@ -222,7 +223,8 @@ class Firewall:
             placeholders.add(e.value for e in ledger.entries if e.sensitive)
             placeholders.add(l.value for l in pinned.literals if l.sensitive)
         return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
-                     [count_tokens(t.text) for t in conversation.turns])
+                     [turn_tokens(t) for t in conversation.turns],
+                     refused=_unserializable(conversation.turns, span))
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation: after the audit log's last one
@@ -266,6 +268,8 @@ class Firewall:
     def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
         if not len(plan.span):
             return self._result(plan, [], None, set(), "nothing to compact")
+        if plan.refused:  # fail closed: no summarizer can read the span, keep it
+            return self._result(plan, [], None, set(), plan.refused)
         attempts: list[AttemptResult] = []
         max_summary_tokens = max(1000, plan.span_tokens)
         previous = None
@@ -439,6 +443,18 @@ class CallableSummarizer:
 
 def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
     return find_blocks(text, ledger.nonce, ledger.key)
+
+
+def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
+    """Why the span cannot go to a summarizer: a tool call whose arguments do not serialize
+    (a Python object nested beyond the recursion limit, or circular)."""
+    for i in range(span.start, span.end):
+        for call in turns[i].tool_calls:
+            if call.arguments_json() is None:
+                return (f"turn {i}: the arguments of tool call {call.name!r} cannot be "
+                        f"serialized (nested too deep or circular); the conversation is kept "
+                        f"as it was")
+    return None
 
 
 def _failures(verdict: Verdict | None) -> list[Any]:

@@ -604,7 +604,7 @@ def uses(entries: Iterable[LedgerEntry], turns: Sequence[Any]) -> SpanUses:
             texts[USER].append(turn.text)
         elif turn.role == "assistant":
             texts[ASSISTANT].append(turn.text)
-            texts[CALL] += [json.dumps(c.arguments, ensure_ascii=False) for c in turn.tool_calls]
+            texts[CALL] += [c.arguments_json() or "" for c in turn.tool_calls]
     found = _occurring({e.value for e in entries},
                        {bit: "\n".join(parts) for bit, parts in texts.items()})
     out = SpanUses((e.value, found.get(e.value, 0)) for e in entries)

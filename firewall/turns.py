@@ -7,6 +7,7 @@ compacted conversation can hand untouched turns back byte-for-byte in their own 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +22,14 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     id: str | None = None
+
+    def arguments_json(self) -> str | None:
+        """The arguments as JSON text (what a model reads), or None when they cannot be
+        serialized: a Python object nested beyond the recursion limit, or circular."""
+        try:
+            return json.dumps(self.arguments, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError):
+            return None
 
 
 @dataclass(frozen=True, slots=True)

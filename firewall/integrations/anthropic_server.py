@@ -52,7 +52,7 @@ from ..extras import import_extra
 from ..formats import parse_messages
 from ..guard import REQUIRED_INSTRUCTIONS
 from ..ledger import Eviction, Ledger, LedgerEntry
-from ..tokens import count_tokens
+from ..compose import turn_tokens
 from ..records import AttemptResult, build_record, write_record
 from ..validate import Verdict, validate
 
@@ -230,7 +230,7 @@ class _Guard:
         required = [e for e in self.ledger.entries if fw.is_required(e)]
         pairs = [(e.value, e.rule) for e in required]
         base = self._base_prompt(kwargs)
-        tokens_before = sum(count_tokens(t.text) for t in conversation.turns)
+        tokens_before = sum(turn_tokens(t) for t in conversation.turns)
 
         history = list(messages)  # the caller's list is never modified
         request = self._request(kwargs, history, base, required, None)

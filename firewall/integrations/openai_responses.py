@@ -42,7 +42,7 @@ from ..extras import import_extra
 from ..formats.openai_responses import message_item, to_turns
 from ..guard import ledger_blocks
 from ..ledger import Eviction, Ledger
-from ..tokens import count_tokens
+from ..compose import turn_tokens
 from ..turns import Turn
 from ..records import AttemptResult, build_record, write_record
 from .anthropic_server import IntegrationError, to_param
@@ -124,7 +124,7 @@ class _Guard:
         pinned = fw.pin(self.ledger, turns, seen=self._seen, offset=self._offset,
                      compaction=number)
         self._evicted += pinned.evicted
-        tokens_before = sum(count_tokens(t.text) for t in turns)
+        tokens_before = sum(turn_tokens(t) for t in turns)
 
         request = dict(kwargs)
         at = _latest_compaction(items)
