@@ -131,9 +131,13 @@ def _summarizer(args: argparse.Namespace):
 
 
 def _audit_log(args: argparse.Namespace):
-    from .audit import open_audit_log
+    """The log to read (an unopenable one is an error), or for ``compact`` to write to (an
+    unopenable one is reported after the output, like a failed write)."""
+    from .audit import open_audit_log, open_audit_sink
 
-    return None if getattr(args, "no_audit", False) else open_audit_log(args.audit_db)
+    if args.command == "compact":
+        return None if args.no_audit else open_audit_sink(args.audit_db)
+    return open_audit_log(args.audit_db)
 
 
 def _render_messages(messages: list[Any]) -> str:
@@ -172,7 +176,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         report = {"id": conversation.id, "compacted": result.compacted, **result.report(),
                   "tokens_before": result.record.tokens_before,
                   "tokens_after": result.record.tokens_after,
-                  "audit_id": result.record.id if fw.audit is not None else None}
+                  "audit_id": result.record.id
+                  if fw.audit is not None and not result.audit_error else None}
         if result.record.error:
             report["error"] = result.record.error
         if result.audit_error:

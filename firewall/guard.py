@@ -19,7 +19,7 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
-from .audit import AuditRecord, open_audit_log
+from .audit import AuditRecord, open_audit_sink
 from .compose import Span, choose_span, compose, turn_tokens
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner
@@ -137,7 +137,9 @@ class Firewall:
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
-        self.audit = open_audit_log(audit) if isinstance(audit, (str, bytes)) or \
+        # a path that cannot be opened now costs each compaction its record, reported in
+        # audit_error, never the compaction
+        self.audit = open_audit_sink(audit) if isinstance(audit, (str, bytes)) or \
             hasattr(audit, "__fspath__") else audit
         self.summarizer = summarizer
 

@@ -374,7 +374,107 @@ def test_corrupt_database_is_a_clear_error_and_the_compaction_stands(tmp_path, p
         result.audit_error
     assert_composed_with_every_literal(result, original, "A", 2)
     with pytest.raises(AuditError, match="corrupt or not a literal-firewall audit database"):
-        Firewall(packs, audit=path)  # opening it again says so up front
+        SQLiteAuditLog(path)  # opening it to read says so up front
+
+
+def test_opening_a_log_on_a_full_disk_does_not_block_the_compaction(tmpfs, packs):
+    tiny_fs = tmpfs("64k")
+    original = conversation()
+    result = Firewall(packs, keep_last=2, audit=tiny_fs / "audit.db").compact(
+        original, summarizer=good_summary)
+    assert result.audit_error and "disk is full" in result.audit_error
+    assert_composed_with_every_literal(result, original)
+
+
+@pytest.fixture
+def read_only():
+    """``read_only(folder)`` makes a folder unwritable for this process: a read-only bind
+    mount as root (root ignores permissions; skipped where mounting is not allowed), else
+    permissions."""
+    undo: list[Any] = []
+
+    def make(folder: Path) -> None:
+        if os.geteuid() != 0:
+            for path in [folder, *folder.iterdir()]:
+                mode = path.stat().st_mode
+                path.chmod(mode & 0o555)
+                undo.append(lambda path=path, mode=mode: path.chmod(mode))
+            return
+        for step in (["mount", "--bind", str(folder), str(folder)],
+                     ["mount", "-o", "remount,ro,bind", str(folder)]):
+            done = subprocess.run(step, capture_output=True)
+            if done.returncode != 0:
+                pytest.skip(f"cannot mount read-only: {done.stderr.decode().strip()}")
+            if step[1] == "--bind":
+                undo.append(lambda: subprocess.run(["umount", "-l", str(folder)],
+                                                   capture_output=True))
+
+    try:
+        yield make
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+@pytest.mark.parametrize("fault", ["corrupt header", "folder is a file", "read-only folder"])
+def test_a_log_that_cannot_be_opened_does_not_block_the_compaction(tmp_path, packs, fault,
+                                                                   read_only):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "audit.db"
+    if fault == "corrupt header":
+        path.write_bytes(b"SQLite format 3\0" + b"\xff" * 4000)
+    elif fault == "folder is a file":
+        folder.rmdir()
+        folder.write_text("")
+    else:
+        read_only(folder)
+    fw = Firewall(packs, keep_last=2, audit=path)  # does not raise
+    for n in (1, 2):  # tried again at each compaction, reported each time
+        original = conversation("A", n)
+        result = fw.compact(original, summarizer=good_summary)
+        assert result.audit_error and str(path) in result.audit_error
+        assert_composed_with_every_literal(result, original, "A", n)
+
+
+def test_a_read_only_log_is_readable_and_still_reports_writes(tmp_path, packs, read_only,
+                                                              capsys):
+    from firewall.cli import main
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    first = fw.compact(conversation(), summarizer=good_summary)
+    fw.audit.close()  # the last connection: the WAL is checkpointed into the file and removed
+    read_only(folder)
+
+    assert main(["audit", "list", "--audit-db", str(path)]) == 0
+    assert first.record.id[:12] in capsys.readouterr().out
+    assert [r.id for r in SQLiteAuditLog(path).export()] == [first.record.id]
+    original = conversation("A", 2)
+    result = Firewall(packs, keep_last=2, audit=path).compact(original,
+                                                              summarizer=good_summary)
+    assert result.audit_error and str(path) in result.audit_error
+    assert_composed_with_every_literal(result, original, "A", 2)
+
+
+def test_the_cli_prints_the_compaction_when_the_log_cannot_be_opened(tmp_path, capsys):
+    from firewall.cli import main
+
+    path = tmp_path / "audit.db"
+    path.write_bytes(b"this is not a database" * 500)
+    conversation_file = tmp_path / "conversation.json"
+    conversation_file.write_text(json.dumps(conversation()))
+    code = main(["compact", str(conversation_file), "--keep-last", "2", "--audit-db",
+                 str(path), "--tokens", "estimate", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1  # the output is there; the missing record is a failure to report
+    document = json.loads(out)
+    assert "<<<ledger " in json.dumps(document["messages"])
+    assert "corrupt" in document["report"]["audit_error"]
+    assert document["report"]["audit_id"] is None  # no record was written
+    assert str(path) in err
 
 
 def test_corrupt_jsonl_line_is_named_and_the_compaction_stands(tmp_path, packs):
