@@ -487,6 +487,8 @@ def _last_byte(path: Path) -> bytes:
 
 # --------------------------------------------------------------------------- SQLite
 
+NUMBER_TAKEN = "compaction number already taken in this conversation"
+
 # Plain numbered migrations, applied in order and recorded in _migrations (as simonw/llm does).
 # Never edit one that has shipped: append a new one. (records.json has since held the record
 # without its literals, which the literals rows hold: see ``_record``.)
@@ -544,6 +546,17 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             duration_ms REAL NOT NULL,
             PRIMARY KEY (record_id, position)
         )""",
+    )),
+    # A compaction number is unique within its conversation. Numbers are chosen before the
+    # summarizer runs, so processes compacting one conversation at once could pick the same
+    # one; the trigger refuses a taken number and ``write`` renumbers inside its transaction.
+    # A trigger rather than a UNIQUE index: logs written before it may already hold
+    # duplicates, which stay as they were recorded.
+    ("m002_unique_compaction_numbers", (
+        f"""CREATE TRIGGER records_compaction_unique BEFORE INSERT ON records
+        WHEN EXISTS (SELECT 1 FROM records WHERE conversation_id = NEW.conversation_id
+                     AND compaction = NEW.compaction)
+        BEGIN SELECT RAISE(ABORT, '{NUMBER_TAKEN}'); END""",
     )),
 ]
 
@@ -742,7 +755,7 @@ class SQLiteAuditLog(_Keyed):
                     conn.close()
             except sqlite3.Error:
                 continue
-            if applied != {name for name, _ in MIGRATIONS}:
+            if "m001_initial" not in applied or applied - {name for name, _ in MIGRATIONS}:
                 return False  # not ours, or written by a newer version: the first error stands
             self._read_only, self._read_only_uri = True, uri
             return True
@@ -780,19 +793,32 @@ class SQLiteAuditLog(_Keyed):
     # -- writing
 
     def write(self, record: AuditRecord) -> None:
-        record = _redacted(record, self._key())
+        """Write one record. Its compaction number is unique in its conversation: if another
+        process took it meanwhile, the record (and ``record``) gets the next free one."""
+        written = _redacted(record, self._key())
         self._keep_open()
         with self._connect("writing a record") as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock now, so busy_timeout applies
             try:
-                _insert_record(conn, record)
-                _insert_literals(conn, record)
-                _insert_attempts(conn, record)
+                try:
+                    _insert_record(conn, written)
+                except sqlite3.IntegrityError as exc:
+                    if NUMBER_TAKEN not in str(exc):
+                        raise
+                    # the write lock is held: the next number stays free until COMMIT
+                    (last,) = conn.execute(
+                        "SELECT max(compaction) FROM records WHERE conversation_id = ?",
+                        (written.conversation_id,)).fetchone()
+                    written = written.model_copy(update={"compaction": last + 1})
+                    _insert_record(conn, written)
+                _insert_literals(conn, written)
+                _insert_attempts(conn, written)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+        record.compaction = written.compaction
 
     # -- reading
 

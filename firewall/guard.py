@@ -349,7 +349,16 @@ class Firewall:
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation)
         result.audit_error = write_record(self.audit, record) or key_error
+        if record.compaction != plan.compaction:  # the log gave it the next free number
+            self._renumbered(ledger.conversation_id, plan, record.compaction)
         return result
+
+    def _renumbered(self, conversation_id: str, plan: _Plan, number: int) -> None:
+        for eviction in plan.pinned.evicted:
+            eviction.compaction = number
+        plan.compaction = number
+        with self._numbers_lock:
+            self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
                 keep: set[int], error: str | None, block: str, key: bytes) -> AuditRecord:

@@ -157,6 +157,75 @@ def test_concurrent_compacting_processes_leave_every_record_whole(tmp_path, pack
     assert len(SQLiteAuditLog(path).find_literal(CARD)) == 60  # hashed, still found
 
 
+class _AtOnce:
+    """Waits for every process at the summarizer: all have picked a compaction number before
+    any writes its record, the race of processes compacting one conversation together."""
+
+    def __init__(self, barrier: Any) -> None:
+        self.barrier = barrier
+
+    def summarize(self, request) -> str:
+        self.barrier.wait(60)
+        return good_summary.summarize(request)
+
+
+def _compact_at_once(path: str, packs, barrier: Any, results: Any) -> None:
+    fw = Firewall(packs, keep_last=2, audit=path, budget_tokens=80)
+    result = fw.compact(big_conversation(), summarizer=_AtOnce(barrier))
+    assert result.compacted and result.audit_error is None, result.audit_error
+    results.put((result.record.id, result.record.compaction,
+                 {e.compaction for e in result.ledger.evictions}))
+
+
+def test_processes_compacting_one_conversation_get_distinct_numbers(tmp_path, packs):
+    path, count = tmp_path / "audit.db", 8
+    SQLiteAuditLog(path)
+    barrier, results = MP.Barrier(count), MP.Queue()
+    workers = [MP.Process(target=_compact_at_once, args=(str(path), packs, barrier, results))
+               for _ in range(count)]
+    for p in workers:
+        p.start()
+    reported = [results.get(timeout=120) for _ in workers]
+    for p in workers:
+        p.join(60)
+    assert [p.exitcode for p in workers] == [0] * count
+
+    logged = {r.id: r.compaction for r in assert_whole(path)}
+    assert sorted(logged.values()) == list(range(1, count + 1))
+    for record_id, number, evictions in reported:  # each process learned its number
+        assert logged[record_id] == number and evictions == {number}
+
+
+def test_a_taken_number_is_refused_by_the_log_itself(tmp_path, packs):
+    path = tmp_path / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    first = fw.compact(conversation(), summarizer=good_summary)
+    with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError, match="taken"):
+        conn.execute(_COPY_RECORD, (first.record.id,))
+
+
+# a second row with the same conversation and compaction number as record ?
+_COPY_RECORD = (
+    "INSERT INTO records SELECT NULL, substr('f' || id, 1, 32), conversation_id, compaction, "
+    "created_at, policy, vendor_path, span_first, span_last, turns_compacted, tokens_before, "
+    "tokens_after, ledger_tokens, outcome, error, placeholders, json FROM records WHERE id = ?")
+
+
+def test_a_log_holding_duplicate_numbers_still_migrates(tmp_path, packs):
+    path = tmp_path / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    first = fw.compact(conversation(), summarizer=good_summary)
+    fw.audit.close()
+    with sqlite3.connect(path) as conn:  # as an older version left it: duplicates, no trigger
+        conn.execute("DROP TRIGGER records_compaction_unique")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm002_unique_compaction_numbers'")
+        conn.execute(_COPY_RECORD, (first.record.id,))
+    result = Firewall(packs, keep_last=2, audit=path).compact(conversation(),
+                                                              summarizer=good_summary)
+    assert result.audit_error is None
+    assert sorted(r.compaction for r in SQLiteAuditLog(path).export()) == [1, 1, 2]
+
+
 class _Sleepy:
     """Writes ``marker`` once the summarizer is called, then sleeps: a slow vendor call."""
 
