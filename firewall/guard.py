@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import secrets
 import threading
 import time
@@ -39,6 +40,9 @@ POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
 NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
+_OWN_SUMMARY = re.compile(re.escape(SUMMARY_HEADER.split("{first}")[0]) + r"-?\d+--?\d+"
+                          + re.escape(SUMMARY_HEADER.split("{last}")[1]))
+_OWN_BLOCK = "<<<ledger "
 INSTRUCTIONS = (
     "Summarize the conversation above for an agent that will continue it: keep the user's "
     "goal, what was done, what was decided and what is still open.")
@@ -183,7 +187,14 @@ class Firewall:
         blocks are skipped. ``seen`` (digests of raw messages) serves wrappers that receive a
         whole history with every request: a message is never counted twice.
         """
+        # The firewall's own messages (its summary, its ledger block) are never a source:
+        # a value they echo keeps the provenance of its sighting in an original turn, never
+        # the "user" role of the message that carries the summary back.
+        own = {t.text for t in turns if is_own_message(t)}
+
         def skip(text: str) -> list[tuple[int, int]]:
+            if text in own:
+                return [(0, len(text))]
             return find_blocks(text, ledger.nonce, ledger.key)
 
         if seen is None:  # turns scanned by an earlier call are resumed, not added again
@@ -201,9 +212,10 @@ class Firewall:
                 scanner.add(turn, offset + i)
             scan = scanner.result()
         ledger.update(scan.literals)
+        originals = [t for t in turns if not is_own_message(t)]
         evicted = ledger.fit(self.budget_tokens if budget is None else budget,
                              compaction=compaction,
-                             salience=contextual_salience(uses(ledger.entries, turns)))
+                             salience=contextual_salience(uses(ledger.entries, originals)))
         return Pinned(scan.literals, scan.timeouts, evicted)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
@@ -219,6 +231,7 @@ class Firewall:
                           compaction=number)
         kept = set(ledger.values())
         required = [l for l in pinned.literals if self.is_required(l) and l.value in kept]
+        required += self._carried(ledger, conversation.turns, span, {l.value for l in required})
         placeholders = None
         if self.placeholders:
             placeholders = Placeholders()
@@ -227,6 +240,32 @@ class Firewall:
         return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
                      [turn_tokens(t) for t in conversation.turns],
                      refused=_unserializable(conversation.turns, span))
+
+    def _carried(self, ledger: Ledger, turns: Sequence[Turn], span: Span,
+                 taken: set[str]) -> list[Literal]:
+        """Required ledger entries that the span holds only in an earlier summary of the
+        firewall's (which is never scanned): the new summary must carry them too, and they keep
+        the provenance of their original sighting."""
+        summaries = []
+        for i in range(span.start, span.end):
+            turn = turns[i]
+            if turn.role == "user" and _OWN_SUMMARY.match(turn.text):
+                blocks = find_blocks(turn.text, ledger.nonce, ledger.key)  # Anthropic: one turn
+                summaries.append((i, turn.text[:blocks[0][0]] if blocks else turn.text))
+        wanted = [e for e in ledger.entries if e.value not in taken and self.is_required(e)]
+        if not summaries or not wanted:
+            return []
+        found = uses(wanted, [Turn("user", text) for _, text in summaries])
+        carried = []
+        for entry in wanted:
+            if found[entry.value]:
+                i, at = next((i, at) for i, text in summaries
+                             if (at := text.find(entry.value)) >= 0)
+                carried.append(Literal(entry.value, entry.rule, i, entry.role, at,
+                                       at + len(entry.value), tool=entry.tool,
+                                       severity=entry.severity, sensitive=entry.sensitive,
+                                       priority=entry.priority))
+        return carried
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation: after the audit log's last one
@@ -454,6 +493,15 @@ class CallableSummarizer:
 
 def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
     return find_blocks(text, ledger.nonce, ledger.key)
+
+
+def is_own_message(turn: Turn) -> bool:
+    """A message the firewall composed: a user turn that starts with its summary header or
+    with a ledger block. Only the user and the firewall write user turns, so text shaped like
+    these in tool output stays tool output; a block is recognised here even when it is not
+    genuine for this ledger (a conversation compacted before without its ledger persisted)."""
+    return turn.role == "user" and (turn.text.startswith(_OWN_BLOCK)
+                                    or _OWN_SUMMARY.match(turn.text) is not None)
 
 
 def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
