@@ -25,7 +25,8 @@ from .compose import Span, choose_span, compose, turn_tokens
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner
 from .formats import parse_messages
-from .ledger import Eviction, Ledger, LedgerEntry, contextual_salience, find_blocks, uses
+from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextual_salience,
+                     find_blocks, uses)
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
@@ -54,11 +55,13 @@ REQUIRED_INSTRUCTIONS = (
 
 @dataclass
 class Pinned:
-    """What one extraction pass added: literals seen, rule timeouts, ledger evictions."""
+    """What one extraction pass added: literals seen, rule timeouts, ledger evictions, and
+    literals too long to pin (over ``LITERAL_MAX_CHARS``): their turns are kept verbatim."""
 
     literals: list[Literal]
     timeouts: list[Any]
     evicted: list[Eviction]
+    oversize: list[Literal] = field(default_factory=list)
 
 
 @dataclass
@@ -211,12 +214,13 @@ class Firewall:
                 seen.add(digest)
                 scanner.add(turn, offset + i)
             scan = scanner.result()
-        ledger.update(scan.literals)
+        oversize = [lit for lit in scan.literals if len(lit.value) > LITERAL_MAX_CHARS]
+        ledger.update(lit for lit in scan.literals if len(lit.value) <= LITERAL_MAX_CHARS)
         originals = [t for t in turns if not is_own_message(t)]
         evicted = ledger.fit(self.budget_tokens if budget is None else budget,
                              compaction=compaction,
                              salience=contextual_salience(uses(ledger.entries, originals)))
-        return Pinned(scan.literals, scan.timeouts, evicted)
+        return Pinned(scan.literals, scan.timeouts, evicted, oversize)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
@@ -358,7 +362,9 @@ class Firewall:
         if not usable:  # the summarizer failed: leave the conversation as it was
             error = last.error or "; ".join(last.problems)
             return self._result(plan, attempts, None, keep=set(), error=error)
-        summary, keep = last.summary, {t.turn for t in plan.pinned.timeouts}
+        # fail closed: a turn a rule could not finish, or whose literal is too long to pin
+        summary = last.summary
+        keep = {t.turn for t in plan.pinned.timeouts} | {l.turn for l in plan.pinned.oversize}
         if not last.ok and self.policy == "repair":
             summary = _repair(summary, last.verdict)
         elif not last.ok and self.policy == "keep_source":
@@ -413,7 +419,8 @@ class Firewall:
             compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
-            evicted=plan.pinned.evicted, attempts=attempts, compacted=summary is not None,
+            evicted=plan.pinned.evicted, unpinned=plan.pinned.oversize, attempts=attempts,
+            compacted=summary is not None,
             error=error, verbatim=verbatim,
             repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key,
             block=block)

@@ -15,7 +15,8 @@ from typing import Any
 from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
                     installation_key)
 from .errors import AuditError
-from .ledger import Eviction, Ledger
+from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger
+from .literals import Literal
 from .tokens import count_tokens
 from .validate import Verdict
 
@@ -50,9 +51,11 @@ def audit_key(audit: Any) -> bytes:
 def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
                      summary: str | None, verdict: Verdict | None, compacted: bool,
                      verbatim: str = "", repaired: bool = False, opaque: bool = False,
-                     injected: bool | None = None) -> list[LiteralOutcome]:
+                     injected: bool | None = None,
+                     unpinned: Iterable[Literal] = ()) -> list[LiteralOutcome]:
     """``verbatim``: the text the model still sees unchanged besides summary and ledger;
-    ``injected``: whether the ledger block was placed in the context (default: if compacted)."""
+    ``injected``: whether the ledger block was placed in the context (default: if compacted);
+    ``unpinned``: literals too long to pin (``LITERAL_MAX_CHARS``), each reported."""
     injected = compacted if injected is None else injected
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
     secrets = [e.value for e in ledger.entries if e.sensitive]
@@ -84,6 +87,16 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
             status="evicted", in_summary=summary is not None and eviction.value in summary,
             in_tail=eviction.value in verbatim, detail=eviction.reason))
+    for lit in unpinned:
+        kept = not compacted or lit.value in verbatim
+        outcomes.append(dict(
+            value=lit.value, rule=lit.rule, role=lit.role, turn=max(lit.turn, 0),
+            sensitive=lit.sensitive or any(s in lit.value for s in secrets),
+            status="kept_verbatim" if kept else "missing",
+            in_summary=summary is not None and lit.value in summary, in_tail=kept,
+            detail=f"not pinned: {len(lit.value)} characters, over the {LITERAL_MAX_CHARS}-"
+                   f"character cap on literals; " + (f"turn {lit.turn} kept verbatim" if kept
+                                                       else "nothing kept it")))
     return LiteralOutcome.many(outcomes, key=key)
 
 
@@ -105,7 +118,8 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
                  verbatim: str = "", tokens_after: int | None = None, repaired: bool = False,
                  opaque: bool = False, summarizer: str | None = None,
                  injected: bool | None = None, audit: Any = None,
-                 key: bytes | None = None, block: str | None = None) -> AuditRecord:
+                 key: bytes | None = None, block: str | None = None,
+                 unpinned: Iterable[Literal] = ()) -> AuditRecord:
     """The record of one compaction; ``key`` hashes sensitive literals (default: the key of
     ``audit``, itself defaulting to ``fw.audit``); ``block``: ``ledger.render()`` if the caller
     has it already."""
@@ -124,7 +138,7 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
         ledger_tokens=count_tokens(block),
         literals=literal_outcomes(ledger, evicted, key=key, summary=summary, verdict=verdict,
                                   compacted=compacted, verbatim=verbatim, repaired=repaired,
-                                  opaque=opaque, injected=injected),
+                                  opaque=opaque, injected=injected, unpinned=unpinned),
         attempts=attempt_records(attempts, summarizer=summarizer or vendor_path, key=key,
                                  sensitive={e.value for e in ledger.entries if e.sensitive}),
         outcome="compacted" if compacted else "uncompacted", error=error,

@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from firewall import Firewall
 from firewall.audit import MemoryAuditLog
 from firewall.cli import main
-from firewall.ledger import Ledger
+from firewall.ledger import (ANCHOR_CHARS, LITERAL_MAX_CHARS, Ledger, LedgerEntry, _carriers,
+                             _Occurrences, uses)
+from firewall.packs import load_pack
+from firewall.turns import Turn
+from firewall.validate import validate
 from firewall.tokens import count_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -135,3 +140,97 @@ def test_values_a_summary_echoes_from_tool_output_never_become_user_typed(persis
     if persisted:
         assert entries[USER_INVOICE].role == "user"
         assert USER_INVOICE in summarizer.required[-1]
+
+
+# -- huge literals: capped, and every step linear -------------------------------------------------
+
+RUNS_PACK = """name: runs
+version: "1"
+rules:
+  - id: run
+    kind: regex
+    description: runs of "ab", as a custom rule for some token might match them
+    pattern: '(?<![a-z])(?:ab){2,}(?![a-z])'
+"""
+
+
+def test_a_literal_over_the_cap_is_not_pinned_and_its_turn_is_kept(tmp_path: Path) -> None:
+    pack = tmp_path / "runs.yaml"
+    pack.write_text(RUNS_PACK, "utf-8")
+    run = "ab" * 500_000  # 1 MB and periodic: each pass of the ledger over it took hours
+    messages = [
+        {"role": "user", "content": f"Check {USER_INVOICE} and the abab marker."},
+        {"role": "assistant", "content": "", "tool_calls": [{
+            "id": "c1", "type": "function",
+            "function": {"name": "dump", "arguments": json.dumps({"what": "all"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": f"dump: {run} end"},
+        {"role": "user", "content": "ok"}, {"role": "assistant", "content": "Done."}]
+    audit = MemoryAuditLog(key=b"k" * 32)
+    result = Firewall([load_pack(pack), "billing"], audit=audit, keep_last=1).compact(messages)
+
+    assert result.compacted
+    assert run not in result.ledger and {"abab", USER_INVOICE} <= set(result.ledger.values())
+    assert messages[2] in result.messages and messages[1] in result.messages  # fail closed
+    [outcome] = [o for o in audit.records[0].literals if o.value == run]
+    assert outcome.status == "kept_verbatim" and outcome.in_tail
+    assert f"over the {LITERAL_MAX_CHARS}-character cap" in outcome.detail
+    assert "turn 2 kept verbatim" in outcome.detail
+
+
+def _entry(value: str, severity: str = "pin") -> LedgerEntry:
+    return LedgerEntry(value=value, rule="t/t", kind="t", role="tool", first_seen=0,
+                       last_seen=0, severity=severity)
+
+
+def _carriers_by_search(entries: list[LedgerEntry]) -> dict[int, set[int]]:
+    """``_carriers`` by brute force: every occurrence, by str.find."""
+    out: dict[int, set[int]] = {}
+    for i, short in enumerate(entries):
+        if short.severity == "required" or not short.value.strip():
+            continue
+        for j, long in enumerate(entries):
+            at = long.value.find(short.value)
+            while i != j and at >= 0:
+                end = at + len(short.value)
+                if not (at and long.value[at - 1].isalnum()) and \
+                        not (end < len(long.value) and long.value[end].isalnum()):
+                    out.setdefault(i, set()).add(j)
+                    break
+                at = long.value.find(short.value, at + 1)
+    return out
+
+
+# values drawn from a small alphabet, so they overlap, repeat and nest (periodic ones too)
+_VALUES = st.lists(st.text("ab-1", min_size=1, max_size=80) | st.builds(
+    lambda unit, n: unit * n, st.text("ab1", min_size=1, max_size=3),
+    st.integers(20, 60)), min_size=1, max_size=12, unique=True)
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(_VALUES, st.lists(st.booleans(), min_size=12, max_size=12))
+def test_carriers_and_uses_find_every_occurrence(values: list[str], required: list[bool]):
+    entries = [_entry(v, "required" if r else "pin") for v, r in zip(values, required)]
+    assert _carriers(entries) == _carriers_by_search(entries)
+    text = " ".join(values[::2])
+    found = uses(entries, [Turn("user", text)])
+    assert {v for v in values if found[v]} == {v for v in values if v in text}
+
+
+def test_the_automaton_holds_bounded_anchors_of_long_values() -> None:
+    """The structural bound: pyahocorasick walks up to a word's length of suffix links per
+    character, so no word longer than ANCHOR_CHARS may enter an automaton."""
+    long_values = ["ab" * (LITERAL_MAX_CHARS // 2), "a" * LITERAL_MAX_CHARS, "b" * 100]
+    occurrences = _Occurrences(long_values)
+    assert max(len(word) for word in occurrences._automaton.keys()) == ANCHOR_CHARS
+    text = "x " + " ".join(long_values)
+    assert {i for _, i in occurrences.find(text)} == {0, 1, 2}
+
+
+def test_validation_of_a_literal_of_many_short_words_is_linear() -> None:
+    """Every normalised window of the summary spanned the whole literal: cubic (an 8,000
+    character literal took 19 s, this one hours); windows now join at most WINDOW_TOKENS."""
+    literal = "ab " * 10_000 + "ab"
+    summary = f"It said {literal} and also {literal.replace(' ', '-')}."
+    verdict = validate(summary, [(literal, "t/t")], known=[literal])
+    assert [(f.status, f.reason) for f in verdict.findings] == [
+        ("present", None), ("mutated", "separator changed")]
