@@ -141,7 +141,7 @@ _HEX = re.compile(r"[0-9a-f]+")
 
 # Normalised windows join at most this many tokens: "a few" (an IBAN written in groups is 6),
 # and a bound, since each step costs the window's length (a literal of thousands of
-# two-letter words would make every window of the summary span it: cubic).
+# two-letter words would make every window of the summary span it: quadratic).
 WINDOW_TOKENS = 12
 
 # Tokens keep -_/.:#@ (and most other punctuation) inside; these split them.

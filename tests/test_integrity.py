@@ -157,7 +157,7 @@ rules:
 def test_a_literal_over_the_cap_is_not_pinned_and_its_turn_is_kept(tmp_path: Path) -> None:
     pack = tmp_path / "runs.yaml"
     pack.write_text(RUNS_PACK, "utf-8")
-    run = "ab" * 500_000  # 1 MB and periodic: each pass of the ledger over it took hours
+    run = "ab" * 500_000  # 1 MB and periodic: pyahocorasick crashed on it (SIGSEGV)
     messages = [
         {"role": "user", "content": f"Check {USER_INVOICE} and the abab marker."},
         {"role": "assistant", "content": "", "tool_calls": [{
@@ -227,8 +227,8 @@ def test_the_automaton_holds_bounded_anchors_of_long_values() -> None:
 
 
 def test_validation_of_a_literal_of_many_short_words_is_linear() -> None:
-    """Every normalised window of the summary spanned the whole literal: cubic (an 8,000
-    character literal took 19 s, this one hours); windows now join at most WINDOW_TOKENS."""
+    """Every normalised window of the summary spanned the whole literal: quadratic (an 8,000
+    character literal took 19 s, this one minutes); windows now join at most WINDOW_TOKENS."""
     literal = "ab " * 10_000 + "ab"
     summary = f"It said {literal} and also {literal.replace(' ', '-')}."
     verdict = validate(summary, [(literal, "t/t")], known=[literal])
