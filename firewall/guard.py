@@ -420,8 +420,7 @@ class Firewall:
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
             evicted=plan.pinned.evicted, unpinned=plan.pinned.oversize, attempts=attempts,
-            compacted=summary is not None,
-            error=error, verbatim=verbatim,
+            compacted=summary is not None, error=error, verbatim=verbatim,
             repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key,
             block=block)
 

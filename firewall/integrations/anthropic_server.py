@@ -47,13 +47,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..audit import AuditRecord
+from ..compose import turn_tokens
 from ..errors import CompactionRefused, IntegrationError
 from ..extras import import_extra
 from ..formats import parse_messages
 from ..guard import REQUIRED_INSTRUCTIONS
 from ..ledger import Eviction, Ledger, LedgerEntry
 from ..literals import Literal
-from ..compose import turn_tokens
 from ..records import AttemptResult, build_record, write_record
 from ..validate import Verdict, validate
 
