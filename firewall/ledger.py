@@ -615,10 +615,11 @@ class SpanUses(dict):
     listed: dict[str, int]
 
 
-def _occurring(values: set[str], texts: dict[int, str]) -> dict[str, int]:
-    """For each value, the OR of the bits of the texts it occurs in: one Aho-Corasick pass
-    per text instead of a substring search per value and text."""
-    listed = list(values)
+def occurring(values: Iterable[str], texts: dict[int, str]) -> dict[str, int]:
+    """For each value, the OR of the bits (keys of ``texts``) of the texts it occurs in (0:
+    absent, or left out): one linear pass per text instead of a substring search per value
+    and text, which costs values x text."""
+    listed = list(dict.fromkeys(values))
     occurrences = _Occurrences(listed)
     found: dict[str, int] = {}
     for bit, text in texts.items():
@@ -638,7 +639,7 @@ def uses(entries: Iterable[LedgerEntry], turns: Sequence[Any]) -> SpanUses:
         elif turn.role == "assistant":
             texts[ASSISTANT].append(turn.text)
             texts[CALL] += [c.arguments_json() or "" for c in turn.tool_calls]
-    found = _occurring({e.value for e in entries},
+    found = occurring({e.value for e in entries},
                        {bit: "\n".join(parts) for bit, parts in texts.items()})
     out = SpanUses((e.value, found.get(e.value, 0)) for e in entries)
     groups: dict[tuple[int, str, str], int] = {}
