@@ -1,12 +1,12 @@
-"""Integrity and robustness of a compaction under hostile input and hostile conditions:
-provenance that tool output cannot launder, bounded work on huge literals, audit logs that
-cannot be opened, numbering across processes, private files."""
+"""Integrity and robustness of a compaction under hostile input: provenance that tool output
+cannot launder, bounded work on huge literals, tool-call arguments that cannot be serialized,
+the private ledger file. (Audit logs that cannot be opened and compaction numbers across
+processes: test_faults.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,9 @@ from firewall.ledger import (ANCHOR_CHARS, LITERAL_MAX_CHARS, Ledger, LedgerEntr
                              _Occurrences, uses)
 from firewall.packs import load_pack
 from firewall.records import literal_outcomes
+from firewall.tokens import count_tokens
 from firewall.turns import Turn
 from firewall.validate import validate
-from firewall.tokens import count_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINIMAL = str(FIXTURES / "packs" / "valid" / "minimal.yaml")
