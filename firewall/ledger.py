@@ -430,7 +430,7 @@ class _Occurrences:
     """Every occurrence of a set of values in a text, in one pass linear in the text.
 
     pyahocorasick follows every suffix link of its state at each character, so one long
-    periodic value (100 KB of "ab") made a pass over its own text quadratic: 15-30 s. The
+    periodic value (100 KB of "ab") made a pass over its own text quadratic: 15-28 s. The
     automaton holds each value's first ``ANCHOR_CHARS`` characters instead, and a longer value
     is confirmed by one comparison where its anchor starts. Work per pass: at most
     ``ANCHOR_CHARS`` link steps per character of the text, plus, wherever an anchor is found,
