@@ -487,6 +487,8 @@ def _last_byte(path: Path) -> bytes:
 
 # --------------------------------------------------------------------------- SQLite
 
+NUMBER_TAKEN = "compaction number already taken in this conversation"
+
 # Plain numbered migrations, applied in order and recorded in _migrations (as simonw/llm does).
 # Never edit one that has shipped: append a new one. (records.json has since held the record
 # without its literals, which the literals rows hold: see ``_record``.)
@@ -545,6 +547,17 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             PRIMARY KEY (record_id, position)
         )""",
     )),
+    # A compaction number is unique within its conversation. Numbers are chosen before the
+    # summarizer runs, so processes compacting one conversation at once could pick the same
+    # one; the trigger refuses a taken number and ``write`` renumbers inside its transaction.
+    # A trigger rather than a UNIQUE index: logs written before it may already hold
+    # duplicates, which stay as they were recorded.
+    ("m002_unique_compaction_numbers", (
+        f"""CREATE TRIGGER records_compaction_unique BEFORE INSERT ON records
+        WHEN EXISTS (SELECT 1 FROM records WHERE conversation_id = NEW.conversation_id
+                     AND compaction = NEW.compaction)
+        BEGIN SELECT RAISE(ABORT, '{NUMBER_TAKEN}'); END""",
+    )),
 ]
 
 _LITERAL_COLUMNS = ("value", "value_hash", "rule", "role", "turn", "status", "in_summary",
@@ -591,6 +604,7 @@ class SQLiteAuditLog(_Keyed):
         self.key = key
         self.busy_timeout = busy_timeout
         self._idle: sqlite3.Connection | None = None  # see _keep_open
+        self._read_only = False  # opened for reading only: see _open_read_only
         self._idle_pid = 0
         self._idle_lock = threading.Lock()
         try:
@@ -663,12 +677,19 @@ class SQLiteAuditLog(_Keyed):
         return f"SQLiteAuditLog({str(self.path)!r})"
 
     @contextlib.contextmanager
-    def _connect(self, action: str) -> Iterator[sqlite3.Connection]:
+    def _connect(self, action: str, *, read: bool = False) -> Iterator[sqlite3.Connection]:
+        """A connection for one call; ``read``: the call only reads, so a log that could only
+        be opened read-only (see ``_open_read_only``) serves it."""
         conn = None
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, so nothing commits behind
             # our back.
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            if read and self._read_only:
+                conn = sqlite3.connect(self._read_only_uri, uri=True, timeout=self.busy_timeout,
+                                       isolation_level=None)
+            else:
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout,
+                                       isolation_level=None)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -709,6 +730,38 @@ class SQLiteAuditLog(_Keyed):
         return _hint(self.path, action, reason, text)
 
     def _migrate(self) -> None:
+        try:
+            self._apply_migrations()
+        except AuditError as exc:
+            if not (_cannot_write(exc) and self.path.is_file() and self._open_read_only()):
+                raise
+
+    def _open_read_only(self) -> bool:
+        """Open a log this process cannot write (read-only file, folder or mount), for reading:
+        ``audit list`` must still work there, and a compaction still reports each failed write.
+        SQLite cannot open a WAL database read-only unless its -shm file exists or can be
+        created, or the file is declared immutable: without a -wal file next to it (which a
+        writer would need to create there), the database file holds every committed record,
+        so reading it as immutable is exact. True when the log is complete and readable."""
+        target = Path(os.path.abspath(self.path)).as_uri()
+        for uri in (f"{target}?mode=ro", f"{target}?mode=ro&immutable=1"):
+            if uri.endswith("immutable=1") and Path(f"{self.path}-wal").exists():
+                break
+            try:
+                conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout)
+                try:
+                    applied = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                continue
+            if "m001_initial" not in applied or applied - {name for name, _ in MIGRATIONS}:
+                return False  # not ours, or written by a newer version: the first error stands
+            self._read_only, self._read_only_uri = True, uri
+            return True
+        return False
+
+    def _apply_migrations(self) -> None:
         with self._connect("opening") as conn:
             # Persistent for the file; lets readers and one writer proceed together.
             conn.execute("PRAGMA journal_mode = WAL")
@@ -740,19 +793,32 @@ class SQLiteAuditLog(_Keyed):
     # -- writing
 
     def write(self, record: AuditRecord) -> None:
-        record = _redacted(record, self._key())
+        """Write one record. Its compaction number is unique in its conversation: if another
+        process took it meanwhile, the record (and ``record``) gets the next free one."""
+        written = _redacted(record, self._key())
         self._keep_open()
         with self._connect("writing a record") as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock now, so busy_timeout applies
             try:
-                _insert_record(conn, record)
-                _insert_literals(conn, record)
-                _insert_attempts(conn, record)
+                try:
+                    _insert_record(conn, written)
+                except sqlite3.IntegrityError as exc:
+                    if NUMBER_TAKEN not in str(exc):
+                        raise
+                    # the write lock is held: the next number stays free until COMMIT
+                    (last,) = conn.execute(
+                        "SELECT max(compaction) FROM records WHERE conversation_id = ?",
+                        (written.conversation_id,)).fetchone()
+                    written = written.model_copy(update={"compaction": last + 1})
+                    _insert_record(conn, written)
+                _insert_literals(conn, written)
+                _insert_attempts(conn, written)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+        record.compaction = written.compaction
 
     # -- reading
 
@@ -761,14 +827,14 @@ class SQLiteAuditLog(_Keyed):
         where, params = ("", [])
         if conversation_id is not None:
             where, params = "WHERE conversation_id = ?", [conversation_id]
-        with self._connect("listing records") as conn:
+        with self._connect("listing records", read=True) as conn:
             rows = conn.execute(
                 f"SELECT {', '.join(_SUMMARY_COLUMNS)} FROM records {where} "
                 f"ORDER BY seq DESC LIMIT ?", [*params, -1 if limit is None else limit]).fetchall()
             return self._summaries(conn, rows)
 
     def get(self, id_or_prefix: str) -> AuditRecord:
-        with self._connect("reading a record") as conn:
+        with self._connect("reading a record", read=True) as conn:
             rows = conn.execute("SELECT json FROM records WHERE substr(id, 1, ?) = ? LIMIT 2",
                                 (len(id_or_prefix), id_or_prefix)).fetchall()
             return _record(conn, _one(self, id_or_prefix, rows)["json"])
@@ -777,7 +843,7 @@ class SQLiteAuditLog(_Keyed):
         # By hash, so sensitive literals are found without being stored; by value too, so
         # records written under another key are still found for non-sensitive literals.
         value_hash = literal_hash(value, self._key())
-        with self._connect("searching literals") as conn:
+        with self._connect("searching literals", read=True) as conn:
             rows = conn.execute(
                 f"SELECT {', '.join('l.' + c for c in _LITERAL_COLUMNS)}, "
                 f"{', '.join('r.' + c for c in _SUMMARY_COLUMNS)} "
@@ -789,13 +855,13 @@ class SQLiteAuditLog(_Keyed):
                 for row in rows]
 
     def export(self) -> Iterator[AuditRecord]:
-        with self._connect("exporting") as conn:
+        with self._connect("exporting", read=True) as conn:
             for row in conn.execute("SELECT json FROM records ORDER BY seq"):
                 yield _record(conn, row["json"])
 
     def next_compaction_number(self, conversation_id: str) -> int:
         self._keep_open()
-        with self._connect("reading") as conn:
+        with self._connect("reading", read=True) as conn:
             row = conn.execute("SELECT max(compaction) FROM records WHERE conversation_id = ?",
                                (conversation_id,)).fetchone()
         return (row[0] or 0) + 1
@@ -813,6 +879,16 @@ class SQLiteAuditLog(_Keyed):
         first = {row["id"]: row for row in reversed(rows)}
         return [RecordSummary(**{c: first[i][c] for c in _SUMMARY_COLUMNS}, statuses=counts[i])
                 for i in ids]
+
+
+def _cannot_write(exc: AuditError) -> bool:
+    """Did opening fail because this process may not write the file or its folder?"""
+    cause = exc.__cause__
+    if isinstance(cause, OSError):
+        return cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    name = getattr(cause, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM",
+                            "SQLITE_AUTH")) or "readonly" in str(cause)
 
 
 def _insert_record(conn: sqlite3.Connection, record: AuditRecord) -> None:
@@ -863,7 +939,9 @@ def _insert_attempts(conn: sqlite3.Connection, record: AuditRecord) -> None:
 
 def open_audit_log(spec: str | os.PathLike[str] | None = None) -> AuditLog:
     """``None`` → the default SQLite log; ``":memory:"`` → ``MemoryAuditLog``; a path ending in
-    ``.jsonl`` → ``JSONLAuditLog``; any other path → ``SQLiteAuditLog``."""
+    ``.jsonl`` → ``JSONLAuditLog``; any other path → ``SQLiteAuditLog``. Raises ``AuditError``
+    when the log cannot be opened: to read a log, that is the answer; to write compactions
+    to one, use ``open_audit_sink``."""
     if spec is None:
         return SQLiteAuditLog()
     if str(spec) == ":memory:":
@@ -872,8 +950,64 @@ def open_audit_log(spec: str | os.PathLike[str] | None = None) -> AuditLog:
     return JSONLAuditLog(path) if path.suffix.lower() == ".jsonl" else SQLiteAuditLog(path)
 
 
+def open_audit_sink(spec: str | os.PathLike[str] | None = None) -> AuditLog:
+    """``open_audit_log`` for a writer of compactions: a log that cannot be opened now
+    (corrupt, unwritable location, full disk) never blocks a compaction; it is opened again
+    at each call, and its error is raised there, where a failed write is reported."""
+    try:
+        return open_audit_log(spec)
+    except AuditError as exc:
+        return DeferredAuditLog(spec, exc)
+
+
+class DeferredAuditLog:
+    """A log that could not be opened yet. Every call opens it again (so it works once the
+    cause is fixed) or raises the ``AuditError`` that says why not: a compaction still
+    returns its context and reports the failure in ``audit_error``, as for a failed write."""
+
+    key: bytes | None = None  # the opened log's key: the installation key
+
+    def __init__(self, spec: str | os.PathLike[str] | None, error: AuditError) -> None:
+        self.spec, self.error = spec, error
+        self._log: AuditLog | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"DeferredAuditLog({self.spec!r}, not open: {self.error})"
+
+    def opened(self) -> AuditLog:
+        with self._lock:
+            if self._log is None:
+                try:
+                    self._log = open_audit_log(self.spec)
+                except AuditError as exc:
+                    self.error = exc
+                    raise
+            return self._log
+
+    def write(self, record: AuditRecord) -> None:
+        self.opened().write(record)
+
+    def list(self, limit: int | None = 20,
+             conversation_id: str | None = None) -> list[RecordSummary]:
+        return self.opened().list(limit, conversation_id)
+
+    def get(self, id_or_prefix: str) -> AuditRecord:
+        return self.opened().get(id_or_prefix)
+
+    def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
+        return self.opened().find_literal(value)
+
+    def export(self) -> Iterator[AuditRecord]:
+        return self.opened().export()
+
+    def next_compaction_number(self, conversation_id: str) -> int:
+        return self.opened().next_compaction_number(conversation_id)
+
+
 __all__ = [
-    "Attempt", "AuditLog", "AuditRecord", "AuditSink", "JSONLAuditLog", "LiteralOutcome",
-    "MemoryAuditLog", "Outcome", "PackRef", "RecordSummary", "SQLiteAuditLog", "Status",
-    "VerdictSummary", "default_db_path", "installation_key", "literal_hash", "open_audit_log",
+    "Attempt", "AuditLog", "AuditRecord", "AuditSink", "DeferredAuditLog", "JSONLAuditLog",
+    "LiteralOutcome", "MemoryAuditLog", "Outcome", "PackRef", "RecordSummary", "SQLiteAuditLog",
+    "Status", "VerdictSummary", "default_db_path", "installation_key", "literal_hash",
+    "open_audit_log", "open_audit_sink",
 ]

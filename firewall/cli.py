@@ -11,7 +11,7 @@ from typing import Any
 from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .evaluate import add_eval_command
-from .hooks import add_hooks_commands
+from .hooks import add_hooks_commands, write_atomic
 from .suggest import add_suggest_command
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -135,9 +135,13 @@ def _summarizer(args: argparse.Namespace):
 
 
 def _audit_log(args: argparse.Namespace):
-    from .audit import open_audit_log
+    """The log to read (an unopenable one is an error), or for ``compact`` to write to (an
+    unopenable one is reported after the output, like a failed write)."""
+    from .audit import open_audit_log, open_audit_sink
 
-    return None if getattr(args, "no_audit", False) else open_audit_log(args.audit_db)
+    if args.command == "compact":
+        return None if args.no_audit else open_audit_sink(args.audit_db)
+    return open_audit_log(args.audit_db)
 
 
 def _render_messages(messages: list[Any]) -> str:
@@ -188,7 +192,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         report = {"id": conversation.id, "compacted": result.compacted, **result.report(),
                   "tokens_before": result.record.tokens_before,
                   "tokens_after": result.record.tokens_after,
-                  "audit_id": result.record.id if fw.audit is not None else None}
+                  "audit_id": result.record.id
+                  if fw.audit is not None and not result.audit_error else None}
         if result.record.error:
             report["error"] = result.record.error
         if result.audit_error:
@@ -203,8 +208,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
             _out(_render_messages(result.messages))
         if not args.json:
             _out(_report_line(report))
-    if ledger_path and ledger is not None:
-        ledger_path.write_text(ledger.to_json(), "utf-8")
+    if ledger_path and ledger is not None:  # it holds secrets and the HMAC key: 0600
+        write_atomic(ledger_path, ledger.to_json())
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             for document in outputs:

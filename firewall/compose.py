@@ -30,6 +30,12 @@ class Span:
         return isinstance(index, int) and self.start <= index < self.end
 
 
+def turn_tokens(turn: Turn) -> int:
+    """Tokens the model reads for a turn: its text and its tool calls' arguments."""
+    return count_tokens(turn.text) + sum(count_tokens(c.arguments_json() or "")
+                                         for c in turn.tool_calls)
+
+
 def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = None) -> Span:
     """Everything after the leading system turns but a verbatim tail of ``keep_last`` turns
     (and at least ``keep_tokens`` tokens); a tool result never leaves its call behind."""
@@ -41,7 +47,7 @@ def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = Non
         tail = 0
         while end > start and tail < keep_tokens:
             end -= 1
-            tail += count_tokens(turns[end].text)
+            tail += turn_tokens(turns[end])
     while start < end < len(turns) and turns[end].role == "tool":
         end -= 1  # the tail starts with a tool result: move its call into the tail too
     return Span(start, end)

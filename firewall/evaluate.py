@@ -234,8 +234,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     span_tokens = sum(count_tokens(t) for t in texts)
 
     ledger = Ledger.new(conversation.id)
-    firewall.pin(ledger, turns[start:k + 1], offset=start,
-                 budget=budget_tokens(budget, span_tokens))
+    firewall.pin(ledger, turns[start:k + 1], offset=start,  # a Budget: as a compaction does
+                 budget=budget if isinstance(budget, Budget) else budget_tokens(budget, span_tokens))
     block = ledger.render()
     gold = gold_set(conversation, k)
     oracle = oracle_ledger(conversation, gold).render()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import secrets
 import threading
 import time
@@ -19,21 +20,21 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
-from .audit import AuditRecord, open_audit_log
+from .audit import AuditRecord, open_audit_sink
 from .budget import Budget
-from .compose import Span, choose_span, compose
+from .compose import Span, choose_span, compose, turn_tokens
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner
 from .formats import parse_messages
-from .ledger import (Eviction, Ledger, LedgerEntry, contextual_salience, find_blocks,
-                     floor_need, uses)
+from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextual_salience,
+                     find_blocks, floor_need, uses)
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
 from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
-from .turns import Conversation, Turn, turn_text
+from .turns import Conversation, Turn
 from .validate import Verdict, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
@@ -41,6 +42,9 @@ POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
 NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
+_OWN_SUMMARY = re.compile(re.escape(SUMMARY_HEADER.split("{first}")[0]) + r"-?\d+--?\d+"
+                          + re.escape(SUMMARY_HEADER.split("{last}")[1]))
+_OWN_BLOCK = "<<<ledger "
 INSTRUCTIONS = (
     "Summarize the conversation above for an agent that will continue it: keep the user's "
     "goal, what was done, what was decided and what is still open.")
@@ -52,11 +56,13 @@ REQUIRED_INSTRUCTIONS = (
 
 @dataclass
 class Pinned:
-    """What one extraction pass added: literals seen, rule timeouts, ledger evictions."""
+    """What one extraction pass added: literals seen, rule timeouts, ledger evictions, and
+    literals too long to pin (over ``LITERAL_MAX_CHARS``): their turns are kept verbatim."""
 
     literals: list[Literal]
     timeouts: list[Any]
     evicted: list[Eviction]
+    oversize: list[Literal] = field(default_factory=list)
 
 
 @dataclass
@@ -99,6 +105,7 @@ class _Plan:
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
     summarizer: Any = None  # per call: concurrent compactions may use different ones
+    refused: str | None = None  # why the span cannot be summarized at all: kept as it was
 
     @property
     def span_tokens(self) -> int:
@@ -146,7 +153,9 @@ class Firewall:
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
         self.template = template or ""
-        self.audit = open_audit_log(audit) if isinstance(audit, (str, bytes)) or \
+        # a path that cannot be opened now costs each compaction its record, reported in
+        # audit_error, never the compaction
+        self.audit = open_audit_sink(audit) if isinstance(audit, (str, bytes)) or \
             hasattr(audit, "__fspath__") else audit
         self.summarizer = summarizer
 
@@ -164,7 +173,7 @@ class Firewall:
         Pass the new messages, or the whole history: turns seen before are lookups."""
         conversation = self.conversation(messages)
         for turn in conversation.turns:
-            count_tokens(turn.text)
+            turn_tokens(turn)
         return self.extractor.scan(conversation).literals
 
     def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
@@ -189,7 +198,7 @@ class Firewall:
 
     def pin(self, ledger: Ledger, turns: Sequence[Turn], *, offset: int = 0,
             compaction: int | None = None, seen: set[str] | None = None,
-            budget: int | None = None) -> Pinned:
+            budget: int | Budget | None = None) -> Pinned:
         """Extract ``turns`` into ``ledger``, drop values another entry carries, and fit the
         budget by the span's salience: the one path a compaction, the vendor wrappers and
         ``firewall eval`` share.
@@ -198,7 +207,14 @@ class Firewall:
         blocks are skipped. ``seen`` (digests of raw messages) serves wrappers that receive a
         whole history with every request: a message is never counted twice.
         """
+        # The firewall's own messages (its summary, its ledger block) are never a source:
+        # a value they echo keeps the provenance of its sighting in an original turn, never
+        # the "user" role of the message that carries the summary back.
+        own = {t.text for t in turns if is_own_message(t)}
+
         def skip(text: str) -> list[tuple[int, int]]:
+            if text in own:
+                return [(0, len(text))]
             return find_blocks(text, ledger.nonce, ledger.key)
 
         if seen is None:  # turns scanned by an earlier call are resumed, not added again
@@ -215,22 +231,25 @@ class Firewall:
                 seen.add(digest)
                 scanner.add(turn, offset + i)
             scan = scanner.result()
-        ledger.update(scan.literals)
-        span_uses = uses(ledger.entries, turns)
-        if budget is None:
-            budget = self.budget_for(turns, floor_need(ledger.entries, span_uses))
+        oversize = [lit for lit in scan.literals if len(lit.value) > LITERAL_MAX_CHARS]
+        ledger.update(lit for lit in scan.literals if len(lit.value) <= LITERAL_MAX_CHARS)
+        originals = [t for t in turns if not is_own_message(t)]
+        span_uses = uses(ledger.entries, originals)
+        if not isinstance(budget, int):  # None: the firewall's own budget
+            budget = self.budget_for(turns, floor_need(ledger.entries, span_uses), budget)
         evicted = ledger.fit(budget, compaction=compaction,
                              salience=contextual_salience(span_uses))
-        return Pinned(scan.literals, scan.timeouts, evicted)
+        return Pinned(scan.literals, scan.timeouts, evicted, oversize)
 
-    def budget_for(self, turns: Sequence[Turn] | None, floor_need: int | None = None) -> int:
+    def budget_for(self, turns: Sequence[Turn] | None, floor_need: int | None = None,
+                   budget: int | Budget | None = None) -> int:
         """The ledger's tokens for a span of ``turns`` (None: unknown, e.g. a hook's
-        transcript): ``budget_tokens`` as given, or the ``Budget``'s share of the span (see
-        ``Budget.tokens`` for ``floor_need``)."""
-        budget = self.budget_tokens
+        transcript): ``budget`` (default ``budget_tokens``) as given, or the ``Budget``'s
+        share of the span (see ``Budget.tokens`` for ``floor_need``)."""
+        budget = self.budget_tokens if budget is None else budget
         if not isinstance(budget, Budget):
             return int(budget)
-        span = None if turns is None else sum(count_tokens(turn_text(t)) for t in turns)
+        span = None if turns is None else sum(turn_tokens(t) for t in turns)
         return budget.tokens(span, floor_need)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
@@ -247,13 +266,41 @@ class Firewall:
         kept = set(ledger.values())
         required = [l for l in self.required_of(pinned.literals, conversation)
                     if l.value in kept]
+        required += self._carried(ledger, conversation.turns, span, {l.value for l in required})
         placeholders = None
         if self.placeholders:
             placeholders = Placeholders()
             placeholders.add(e.value for e in ledger.entries if e.sensitive)
             placeholders.add(l.value for l in pinned.literals if l.sensitive)
         return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
-                     [count_tokens(t.text) for t in conversation.turns])
+                     [turn_tokens(t) for t in conversation.turns],
+                     refused=_unserializable(conversation.turns, span))
+
+    def _carried(self, ledger: Ledger, turns: Sequence[Turn], span: Span,
+                 taken: set[str]) -> list[Literal]:
+        """Required ledger entries that the span holds only in an earlier summary of the
+        firewall's (which is never scanned): the new summary must carry them too, and they keep
+        the provenance of their original sighting."""
+        summaries = []
+        for i in range(span.start, span.end):
+            turn = turns[i]
+            if turn.role == "user" and _OWN_SUMMARY.match(turn.text):
+                blocks = find_blocks(turn.text, ledger.nonce, ledger.key)  # Anthropic: one turn
+                summaries.append((i, turn.text[:blocks[0][0]] if blocks else turn.text))
+        wanted = [e for e in ledger.entries if e.value not in taken and self.is_required(e)]
+        if not summaries or not wanted:
+            return []
+        found = uses(wanted, [Turn("user", text) for _, text in summaries])
+        carried = []
+        for entry in wanted:
+            if found[entry.value]:
+                i, at = next((i, at) for i, text in summaries
+                             if (at := text.find(entry.value)) >= 0)
+                carried.append(Literal(entry.value, entry.rule, i, entry.role, at,
+                                       at + len(entry.value), tool=entry.tool,
+                                       severity=entry.severity, sensitive=entry.sensitive,
+                                       priority=entry.priority))
+        return carried
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation: after the audit log's last one
@@ -297,6 +344,8 @@ class Firewall:
     def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
         if not len(plan.span):
             return self._result(plan, [], None, set(), "nothing to compact")
+        if plan.refused:  # fail closed: no summarizer can read the span, keep it
+            return self._result(plan, [], None, set(), plan.refused)
         attempts: list[AttemptResult] = []
         max_summary_tokens = max(1000, plan.span_tokens)
         previous = None
@@ -344,7 +393,9 @@ class Firewall:
         if not usable:  # the summarizer failed: leave the conversation as it was
             error = last.error or "; ".join(last.problems)
             return self._result(plan, attempts, None, keep=set(), error=error)
-        summary, keep = last.summary, {t.turn for t in plan.pinned.timeouts}
+        # fail closed: a turn a rule could not finish, or whose literal is too long to pin
+        summary = last.summary
+        keep = {t.turn for t in plan.pinned.timeouts} | {l.turn for l in plan.pinned.oversize}
         if not last.ok and self.policy == "repair":
             summary = _repair(summary, last.verdict)
         elif not last.ok and self.policy == "keep_source":
@@ -374,7 +425,16 @@ class Firewall:
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation)
         result.audit_error = write_record(self.audit, record) or key_error
+        if record.compaction != plan.compaction:  # the log gave it the next free number
+            self._renumbered(ledger.conversation_id, plan, record.compaction)
         return result
+
+    def _renumbered(self, conversation_id: str, plan: _Plan, number: int) -> None:
+        for eviction in plan.pinned.evicted:
+            eviction.compaction = number
+        plan.compaction = number
+        with self._numbers_lock:
+            self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
                 keep: set[int], error: str | None, block: str, key: bytes) -> AuditRecord:
@@ -390,8 +450,8 @@ class Firewall:
             compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
-            evicted=plan.pinned.evicted, attempts=attempts, compacted=summary is not None,
-            error=error, verbatim=verbatim,
+            evicted=plan.pinned.evicted, unpinned=plan.pinned.oversize, attempts=attempts,
+            compacted=summary is not None, error=error, verbatim=verbatim,
             repaired=self.policy == "repair" and bool(attempts) and not attempts[-1].ok, key=key,
             block=block)
 
@@ -470,6 +530,27 @@ class CallableSummarizer:
 
 def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
     return find_blocks(text, ledger.nonce, ledger.key)
+
+
+def is_own_message(turn: Turn) -> bool:
+    """A message the firewall composed: a user turn that starts with its summary header or
+    with a ledger block. Only the user and the firewall write user turns, so text shaped like
+    these in tool output stays tool output; a block is recognised here even when it is not
+    genuine for this ledger (a conversation compacted before without its ledger persisted)."""
+    return turn.role == "user" and (turn.text.startswith(_OWN_BLOCK)
+                                    or _OWN_SUMMARY.match(turn.text) is not None)
+
+
+def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
+    """Why the span cannot go to a summarizer: a tool call whose arguments do not serialize
+    (a Python object nested beyond the recursion limit, or circular)."""
+    for i in range(span.start, span.end):
+        for call in turns[i].tool_calls:
+            if call.arguments_json() is None:
+                return (f"turn {i}: the arguments of tool call {call.name!r} cannot be "
+                        f"serialized (nested too deep or circular); the conversation is kept "
+                        f"as it was")
+    return None
 
 
 def _failures(verdict: Verdict | None) -> list[Any]:

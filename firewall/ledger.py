@@ -46,7 +46,7 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import ahocorasick
@@ -66,6 +66,11 @@ VALUE_SEP = " "
 MAC_DIGITS = 18  # decimal digits of the truncated HMAC: about 60 bits, 6 BPE tokens
 NONCE_DIGITS = 9  # decimal digits of a new ledger's nonce
 LEGACY_ESCAPE = "json:"  # the old escape marker: a value starting with it is quoted
+# Longer literals are not pinned (``Firewall.pin`` keeps their turn verbatim and says so):
+# every step that looks for values inside texts costs up to this much per place it looks.
+# A 4096-bit RSA private key in PEM is about 3,300 characters.
+LITERAL_MAX_CHARS = 8192
+ANCHOR_CHARS = 64  # what the automaton of ``_Occurrences`` holds of each value
 
 _OPEN = "<<<ledger {}>>>\n"
 _CLOSE = "\n<<<end "
@@ -421,26 +426,59 @@ def _prefix(entry: LedgerEntry) -> str:
     return f"{entry.first_seen} {entry.role}:"
 
 
+class _Occurrences:
+    """Every occurrence of a set of values in a text, in one pass linear in the text.
+
+    pyahocorasick follows every suffix link of its state at each character, so one long
+    periodic value (100 KB of "ab") made a pass over its own text quadratic: 15-28 s. The
+    automaton holds each value's first ``ANCHOR_CHARS`` characters instead, and a longer value
+    is confirmed by one comparison where its anchor starts. Work per pass: at most
+    ``ANCHOR_CHARS`` link steps per character of the text, plus, wherever an anchor is found,
+    one comparison (C ``memcmp``, at most ``LITERAL_MAX_CHARS`` characters) per longer value
+    sharing it.
+    """
+
+    def __init__(self, values: Sequence[str]) -> None:
+        self.values = values
+        groups: dict[str, list[int]] = {}
+        for i, value in enumerate(values):
+            if value:
+                groups.setdefault(value[:ANCHOR_CHARS], []).append(i)
+        self._automaton = ahocorasick.Automaton() if groups else None
+        for anchor, indexes in groups.items():
+            self._automaton.add_word(anchor, (len(anchor), indexes))
+        if self._automaton is not None:
+            self._automaton.make_automaton()
+
+    def find(self, text: str) -> Iterator[tuple[int, int]]:
+        """``(start, index)`` of each occurrence in ``text`` of ``values[index]``."""
+        if self._automaton is None:
+            return
+        values = self.values
+        for end, (size, indexes) in self._automaton.iter(text):
+            start = end + 1 - size
+            for i in indexes:
+                if len(values[i]) == size or text.startswith(values[i], start):
+                    yield start, i
+
+
 def _carriers(entries: Sequence[LedgerEntry]) -> dict[int, set[int]]:
     """For each entry whose value occurs inside another entry's value, not glued to a letter
     or digit, the indexes of those longer entries: while one of them is in the block, the
     block already carries the shorter value's exact bytes. The shorter entry stays in the
     ledger (if its carriers are evicted later, it is written again). Required entries are
     always written themselves."""
-    automaton = ahocorasick.Automaton()
-    for i, e in enumerate(entries):
-        if e.severity != "required" and e.value.strip():
-            automaton.add_word(e.value, i)
-    if not len(automaton):
-        return {}
-    automaton.make_automaton()
+    candidates = [i for i, e in enumerate(entries)
+                  if e.severity != "required" and e.value.strip()]
+    occurrences = _Occurrences([entries[i].value for i in candidates])
     carriers: dict[int, set[int]] = {}
     for j, e in enumerate(entries):
         text = e.value
-        for end, i in automaton.iter(text):
-            start = end + 1 - len(entries[i].value)
+        for start, k in occurrences.find(text):
+            i = candidates[k]
+            end = start + len(entries[i].value)
             if i != j and not (start > 0 and text[start - 1].isalnum()) and \
-                    not (end + 1 < len(text) and text[end + 1].isalnum()):
+                    not (end < len(text) and text[end].isalnum()):
                 carriers.setdefault(i, set()).add(j)
     return carriers
 
@@ -579,20 +617,16 @@ class SpanUses(dict):
     line: dict[str, int]
 
 
-def _occurring(values: set[str], texts: dict[int, str]) -> dict[str, int]:
-    """For each value, the OR of the bits of the texts it occurs in: one Aho-Corasick pass
-    per text instead of a substring search per value and text."""
-    automaton = ahocorasick.Automaton()
-    for value in values:
-        if value:
-            automaton.add_word(value, value)
-    if not len(automaton):
-        return {}
-    automaton.make_automaton()
+def occurring(values: Iterable[str], texts: dict[int, str]) -> dict[str, int]:
+    """For each value, the OR of the bits (keys of ``texts``) of the texts it occurs in (0:
+    absent, or left out): one linear pass per text instead of a substring search per value
+    and text, which costs values x text."""
+    listed = list(dict.fromkeys(values))
+    occurrences = _Occurrences(listed)
     found: dict[str, int] = {}
     for bit, text in texts.items():
-        for _, value in automaton.iter(text):
-            found[value] = found.get(value, 0) | bit
+        for _, i in occurrences.find(text):
+            found[listed[i]] = found.get(listed[i], 0) | bit
     return found
 
 
@@ -606,8 +640,8 @@ def uses(entries: Iterable[LedgerEntry], turns: Sequence[Any]) -> SpanUses:
             texts[USER].append(turn.text)
         elif turn.role == "assistant":
             texts[ASSISTANT].append(turn.text)
-            texts[CALL] += [json.dumps(c.arguments, ensure_ascii=False) for c in turn.tool_calls]
-    found = _occurring({e.value for e in entries},
+            texts[CALL] += [c.arguments_json() or "" for c in turn.tool_calls]
+    found = occurring({e.value for e in entries},
                        {bit: "\n".join(parts) for bit, parts in texts.items()})
     out = SpanUses((e.value, found.get(e.value, 0)) for e in entries)
     groups: dict[tuple, int] = {}

@@ -15,9 +15,13 @@ from typing import Any
 from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
                     installation_key)
 from .errors import AuditError
-from .ledger import Eviction, Ledger
+from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, occurring
+from .literals import Literal
 from .tokens import count_tokens
 from .validate import Verdict
+
+
+IN_SUMMARY, IN_VERBATIM = 1, 2  # bits of ``occurring`` in ``literal_outcomes``
 
 
 @dataclass
@@ -50,40 +54,63 @@ def audit_key(audit: Any) -> bytes:
 def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
                      summary: str | None, verdict: Verdict | None, compacted: bool,
                      verbatim: str = "", repaired: bool = False, opaque: bool = False,
-                     injected: bool | None = None) -> list[LiteralOutcome]:
+                     injected: bool | None = None,
+                     unpinned: Iterable[Literal] = ()) -> list[LiteralOutcome]:
     """``verbatim``: the text the model still sees unchanged besides summary and ledger;
-    ``injected``: whether the ledger block was placed in the context (default: if compacted)."""
+    ``injected``: whether the ledger block was placed in the context (default: if compacted);
+    ``unpinned``: literals too long to pin (``LITERAL_MAX_CHARS``), each reported."""
     injected = compacted if injected is None else injected
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
     secrets = [e.value for e in ledger.entries if e.sensitive]
+    evicted, unpinned = list(evicted), list(unpinned)
+    # one pass over each text for every value: a search per value costs values x text
+    found = occurring([e.value for e in ledger.entries] + [e.value for e in evicted]
+                      + [lit.value for lit in unpinned],
+                      {IN_SUMMARY: summary or "", IN_VERBATIM: verbatim})
+
+    def in_summary(value: str) -> bool:
+        return bool(found.get(value, 0) & IN_SUMMARY)
+
+    def in_verbatim(value: str) -> bool:
+        return bool(found.get(value, 0) & IN_VERBATIM)
+
     outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
     for entry in ledger.entries:
         value = entry.value
         # a value that contains a secret is stored hashed too
         sensitive = entry.sensitive or any(s in value for s in secrets)
-        in_summary = summary is not None and value in summary
         finding = mutated.get(value)
         if opaque:
             status = "opaque"
         elif finding is not None:
             status = "mutated_repaired" if repaired else "mutated_unrepaired"
-        elif in_summary:
+        elif in_summary(value):
             status = "in_summary"
-        elif not compacted or value in verbatim:
+        elif not compacted or in_verbatim(value):
             status = "kept_verbatim"
         else:
             status = "reinjected"
         outcomes.append(dict(
             value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
-            turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
-            in_ledger=injected, in_tail=value in verbatim,
+            turn=max(entry.first_seen, 0), status=status, in_summary=in_summary(value),
+            in_ledger=injected, in_tail=in_verbatim(value),
             detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
     for eviction in evicted:
         outcomes.append(dict(
             value=eviction.value, rule=eviction.rule, role=eviction.role, turn=0,
             sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
-            status="evicted", in_summary=summary is not None and eviction.value in summary,
-            in_tail=eviction.value in verbatim, detail=eviction.reason))
+            status="evicted", in_summary=in_summary(eviction.value),
+            in_tail=in_verbatim(eviction.value), detail=eviction.reason))
+    for lit in unpinned:
+        kept = not compacted or in_verbatim(lit.value)
+        outcomes.append(dict(
+            value=lit.value, rule=lit.rule, role=lit.role, turn=max(lit.turn, 0),
+            sensitive=lit.sensitive or any(s in lit.value for s in secrets),
+            status="kept_verbatim" if kept else "missing",
+            in_summary=in_summary(lit.value), in_tail=kept,
+            detail=f"not pinned: {len(lit.value)} characters, over the {LITERAL_MAX_CHARS}-"
+                   f"character cap on literals; " + (f"turn {lit.turn} kept verbatim" if kept
+                                                       else "nothing kept it")))
     return LiteralOutcome.many(outcomes, key=key)
 
 
@@ -105,7 +132,8 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
                  verbatim: str = "", tokens_after: int | None = None, repaired: bool = False,
                  opaque: bool = False, summarizer: str | None = None,
                  injected: bool | None = None, audit: Any = None,
-                 key: bytes | None = None, block: str | None = None) -> AuditRecord:
+                 key: bytes | None = None, block: str | None = None,
+                 unpinned: Iterable[Literal] = ()) -> AuditRecord:
     """The record of one compaction; ``key`` hashes sensitive literals (default: the key of
     ``audit``, itself defaulting to ``fw.audit``); ``block``: ``ledger.render()`` if the caller
     has it already."""
@@ -124,7 +152,7 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
         ledger_tokens=count_tokens(block),
         literals=literal_outcomes(ledger, evicted, key=key, summary=summary, verdict=verdict,
                                   compacted=compacted, verbatim=verbatim, repaired=repaired,
-                                  opaque=opaque, injected=injected),
+                                  opaque=opaque, injected=injected, unpinned=unpinned),
         attempts=attempt_records(attempts, summarizer=summarizer or vendor_path, key=key,
                                  sensitive={e.value for e in ledger.entries if e.sensitive}),
         outcome="compacted" if compacted else "uncompacted", error=error,

@@ -23,6 +23,14 @@ class ToolCall:
     arguments: dict[str, Any]
     id: str | None = None
 
+    def arguments_json(self) -> str | None:
+        """The arguments as JSON text (what a model reads), or None when they cannot be
+        serialized: a Python object nested beyond the recursion limit, or circular."""
+        try:
+            return json.dumps(self.arguments, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError):
+            return None
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -50,14 +58,13 @@ class Conversation:
 
 
 def call_text(turn: Turn) -> str:
-    """The tool calls of a turn as the model sees them: name and JSON arguments (arguments too
-    deep to serialize count as their ``repr``, never as nothing)."""
+    """The tool calls of a turn as the model sees them: name and JSON arguments (arguments
+    too deep to serialize count as their leaves, never as nothing)."""
     parts = []
     for c in turn.tool_calls:
-        try:
-            arguments = json.dumps(c.arguments, ensure_ascii=False, default=str)
-        except (ValueError, RecursionError):  # nested too deep: its leaves, walked iteratively
-            from .extract import scalar_leaves
+        arguments = c.arguments_json()
+        if arguments is None:
+            from .extract import scalar_leaves  # walks iteratively
 
             arguments = " ".join(text for _, text in scalar_leaves(c.arguments))
         parts.append(f"{c.name} {arguments}")

@@ -30,9 +30,9 @@ Decisions:
 * A separator inserted between two digits makes a different kind of number (``447.19``,
   ``44,719``), so a candidate with more digit-separator-digit junctions than the literal never
   matches.
-* Edits are searched on single tokens; separator and look-alike changes also across up to a few
-  whitespace- or dash-separated tokens (``INV 2025 08 44719``). An edit combined with a split
-  into several tokens is not detected.
+* Edits are searched on single tokens; separator and look-alike changes also across up to
+  ``WINDOW_TOKENS`` (12) whitespace- or dash-separated tokens (``INV 2025 08 44719``). An edit
+  combined with a split into several tokens is not detected.
 
 Cost: exact ``str.find`` per literal, one tokenisation pass, dictionary/bisect lookups for
 normalised windows, and bounded Damerau-Levenshtein only on identifier-like tokens against
@@ -138,6 +138,11 @@ _JUNCTION = re.compile(rf"\d[\s{_SEP_CHARS}]+(?=\d)")
 _IDLIKE = re.compile(rf"\d|[{_SEP_CHARS}]|[a-z][A-Z]")
 _HEXLIKE = re.compile(r"[0-9a-f-]{16,}")
 _HEX = re.compile(r"[0-9a-f]+")
+
+# Normalised windows join at most this many tokens: "a few" (an IBAN written in groups is 6),
+# and a bound, since each step costs the window's length (a literal of thousands of
+# two-letter words would make every window of the summary span it: quadratic).
+WINDOW_TOKENS = 12
 
 # Tokens keep -_/.:#@ (and most other punctuation) inside; these split them.
 _TOKEN = re.compile(r"[^\s()\[\]{}<>\"'`‘’‚“”„«»‹›,;|!?=&*—―]+")
@@ -440,7 +445,8 @@ def validate(
                     if m:
                         add((start, end), m[0], m[1], t.raw)
             j += 1
-            if j == len(tokens) or not _is_gap(summary[tokens[j - 1][1]:tokens[j][0]]):
+            if j == len(tokens) or j - i == WINDOW_TOKENS or \
+                    not _is_gap(summary[tokens[j - 1][1]:tokens[j][0]]):
                 break
             acc += token_flats[j]
 

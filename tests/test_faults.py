@@ -157,6 +157,75 @@ def test_concurrent_compacting_processes_leave_every_record_whole(tmp_path, pack
     assert len(SQLiteAuditLog(path).find_literal(CARD)) == 60  # hashed, still found
 
 
+class _AtOnce:
+    """Waits for every process at the summarizer: all have picked a compaction number before
+    any writes its record, the race of processes compacting one conversation together."""
+
+    def __init__(self, barrier: Any) -> None:
+        self.barrier = barrier
+
+    def summarize(self, request) -> str:
+        self.barrier.wait(60)
+        return good_summary.summarize(request)
+
+
+def _compact_at_once(path: str, packs, barrier: Any, results: Any) -> None:
+    fw = Firewall(packs, keep_last=2, audit=path, budget_tokens=80)
+    result = fw.compact(big_conversation(), summarizer=_AtOnce(barrier))
+    assert result.compacted and result.audit_error is None, result.audit_error
+    results.put((result.record.id, result.record.compaction,
+                 {e.compaction for e in result.ledger.evictions}))
+
+
+def test_processes_compacting_one_conversation_get_distinct_numbers(tmp_path, packs):
+    path, count = tmp_path / "audit.db", 8
+    SQLiteAuditLog(path)
+    barrier, results = MP.Barrier(count), MP.Queue()
+    workers = [MP.Process(target=_compact_at_once, args=(str(path), packs, barrier, results))
+               for _ in range(count)]
+    for p in workers:
+        p.start()
+    reported = [results.get(timeout=120) for _ in workers]
+    for p in workers:
+        p.join(60)
+    assert [p.exitcode for p in workers] == [0] * count
+
+    logged = {r.id: r.compaction for r in assert_whole(path)}
+    assert sorted(logged.values()) == list(range(1, count + 1))
+    for record_id, number, evictions in reported:  # each process learned its number
+        assert logged[record_id] == number and evictions == {number}
+
+
+def test_a_taken_number_is_refused_by_the_log_itself(tmp_path, packs):
+    path = tmp_path / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    first = fw.compact(conversation(), summarizer=good_summary)
+    with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError, match="taken"):
+        conn.execute(_COPY_RECORD, (first.record.id,))
+
+
+# a second row with the same conversation and compaction number as record ?
+_COPY_RECORD = (
+    "INSERT INTO records SELECT NULL, substr('f' || id, 1, 32), conversation_id, compaction, "
+    "created_at, policy, vendor_path, span_first, span_last, turns_compacted, tokens_before, "
+    "tokens_after, ledger_tokens, outcome, error, placeholders, json FROM records WHERE id = ?")
+
+
+def test_a_log_holding_duplicate_numbers_still_migrates(tmp_path, packs):
+    path = tmp_path / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    first = fw.compact(conversation(), summarizer=good_summary)
+    fw.audit.close()
+    with sqlite3.connect(path) as conn:  # as an older version left it: duplicates, no trigger
+        conn.execute("DROP TRIGGER records_compaction_unique")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm002_unique_compaction_numbers'")
+        conn.execute(_COPY_RECORD, (first.record.id,))
+    result = Firewall(packs, keep_last=2, audit=path).compact(conversation(),
+                                                              summarizer=good_summary)
+    assert result.audit_error is None
+    assert sorted(r.compaction for r in SQLiteAuditLog(path).export()) == [1, 1, 2]
+
+
 class _Sleepy:
     """Writes ``marker`` once the summarizer is called, then sleeps: a slow vendor call."""
 
@@ -374,7 +443,107 @@ def test_corrupt_database_is_a_clear_error_and_the_compaction_stands(tmp_path, p
         result.audit_error
     assert_composed_with_every_literal(result, original, "A", 2)
     with pytest.raises(AuditError, match="corrupt or not a literal-firewall audit database"):
-        Firewall(packs, audit=path)  # opening it again says so up front
+        SQLiteAuditLog(path)  # opening it to read says so up front
+
+
+def test_opening_a_log_on_a_full_disk_does_not_block_the_compaction(tmpfs, packs):
+    tiny_fs = tmpfs("64k")
+    original = conversation()
+    result = Firewall(packs, keep_last=2, audit=tiny_fs / "audit.db").compact(
+        original, summarizer=good_summary)
+    assert result.audit_error and "disk is full" in result.audit_error
+    assert_composed_with_every_literal(result, original)
+
+
+@pytest.fixture
+def read_only():
+    """``read_only(folder)`` makes a folder unwritable for this process: a read-only bind
+    mount as root (root ignores permissions; skipped where mounting is not allowed), else
+    permissions."""
+    undo: list[Any] = []
+
+    def make(folder: Path) -> None:
+        if os.geteuid() != 0:
+            for path in [folder, *folder.iterdir()]:
+                mode = path.stat().st_mode
+                path.chmod(mode & 0o555)
+                undo.append(lambda path=path, mode=mode: path.chmod(mode))
+            return
+        for step in (["mount", "--bind", str(folder), str(folder)],
+                     ["mount", "-o", "remount,ro,bind", str(folder)]):
+            done = subprocess.run(step, capture_output=True)
+            if done.returncode != 0:
+                pytest.skip(f"cannot mount read-only: {done.stderr.decode().strip()}")
+            if step[1] == "--bind":
+                undo.append(lambda: subprocess.run(["umount", "-l", str(folder)],
+                                                   capture_output=True))
+
+    try:
+        yield make
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+@pytest.mark.parametrize("fault", ["corrupt header", "folder is a file", "read-only folder"])
+def test_a_log_that_cannot_be_opened_does_not_block_the_compaction(tmp_path, packs, fault,
+                                                                   read_only):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "audit.db"
+    if fault == "corrupt header":
+        path.write_bytes(b"SQLite format 3\0" + b"\xff" * 4000)
+    elif fault == "folder is a file":
+        folder.rmdir()
+        folder.write_text("")
+    else:
+        read_only(folder)
+    fw = Firewall(packs, keep_last=2, audit=path)  # does not raise
+    for n in (1, 2):  # tried again at each compaction, reported each time
+        original = conversation("A", n)
+        result = fw.compact(original, summarizer=good_summary)
+        assert result.audit_error and str(path) in result.audit_error
+        assert_composed_with_every_literal(result, original, "A", n)
+
+
+def test_a_read_only_log_is_readable_and_still_reports_writes(tmp_path, packs, read_only,
+                                                              capsys):
+    from firewall.cli import main
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    first = fw.compact(conversation(), summarizer=good_summary)
+    fw.audit.close()  # the last connection: the WAL is checkpointed into the file and removed
+    read_only(folder)
+
+    assert main(["audit", "list", "--audit-db", str(path)]) == 0
+    assert first.record.id[:12] in capsys.readouterr().out
+    assert [r.id for r in SQLiteAuditLog(path).export()] == [first.record.id]
+    original = conversation("A", 2)
+    result = Firewall(packs, keep_last=2, audit=path).compact(original,
+                                                              summarizer=good_summary)
+    assert result.audit_error and str(path) in result.audit_error
+    assert_composed_with_every_literal(result, original, "A", 2)
+
+
+def test_the_cli_prints_the_compaction_when_the_log_cannot_be_opened(tmp_path, capsys):
+    from firewall.cli import main
+
+    path = tmp_path / "audit.db"
+    path.write_bytes(b"this is not a database" * 500)
+    conversation_file = tmp_path / "conversation.json"
+    conversation_file.write_text(json.dumps(conversation()))
+    code = main(["compact", str(conversation_file), "--keep-last", "2", "--audit-db",
+                 str(path), "--tokens", "estimate", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1  # the output is there; the missing record is a failure to report
+    document = json.loads(out)
+    assert "<<<ledger " in json.dumps(document["messages"])
+    assert "corrupt" in document["report"]["audit_error"]
+    assert document["report"]["audit_id"] is None  # no record was written
+    assert str(path) in err
 
 
 def test_corrupt_jsonl_line_is_named_and_the_compaction_stands(tmp_path, packs):

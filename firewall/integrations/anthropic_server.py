@@ -47,12 +47,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..audit import AuditRecord
+from ..compose import turn_tokens
 from ..errors import CompactionRefused, IntegrationError
 from ..extras import import_extra
 from ..formats import parse_messages
 from ..guard import REQUIRED_INSTRUCTIONS
 from ..ledger import Eviction, Ledger, LedgerEntry
-from ..tokens import count_tokens
+from ..literals import Literal
 from ..records import AttemptResult, build_record, write_record
 from ..validate import Verdict, validate
 
@@ -169,6 +170,7 @@ class _Guard:
         self._seen: set[str] = set()
         self._offset = 0  # messages pruned from the front so far: keeps turn numbers absolute
         self._evicted: list[Eviction] = []  # not yet reported in a record
+        self._unpinned: list[Literal] = []  # likewise
         self._compactions = 0
 
     # -- request building
@@ -227,10 +229,11 @@ class _Guard:
         pinned = fw.pin(self.ledger, conversation.turns, seen=self._seen, offset=self._offset,
                         compaction=number)
         self._evicted += pinned.evicted
+        self._unpinned += pinned.oversize  # too long to pin: reported, never silent
         required = [e for e in self.ledger.entries if fw.is_required(e)]
         pairs = [(e.value, e.rule) for e in required]
         base = self._base_prompt(kwargs)
-        tokens_before = sum(count_tokens(t.text) for t in conversation.turns)
+        tokens_before = sum(turn_tokens(t) for t in conversation.turns)
 
         history = list(messages)  # the caller's list is never modified
         request = self._request(kwargs, history, base, required, None)
@@ -247,9 +250,10 @@ class _Guard:
                 turns_compacted=len(history), tokens_before=tokens_before,
                 verbatim="\n".join(t.text for t in parse_messages(_plain(tail),
                                                                    format="anthropic").turns),
-                summary=summary, verdict=verdict, evicted=self._evicted, attempts=attempts,
-                compacted=summary is not None, error=error, injected=True)
-            self._evicted, self._compactions = [], number
+                summary=summary, verdict=verdict, evicted=self._evicted,
+                unpinned=self._unpinned, attempts=attempts, compacted=summary is not None,
+                error=error, injected=True)
+            self._evicted, self._unpinned, self._compactions = [], [], number
             result.records.append(rec)
             result.audit_error = write_record(fw.audit, rec) or result.audit_error
 

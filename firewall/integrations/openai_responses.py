@@ -38,11 +38,12 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compose import turn_tokens
 from ..extras import import_extra
 from ..formats.openai_responses import message_item, to_turns
 from ..guard import ledger_blocks
 from ..ledger import Eviction, Ledger
-from ..tokens import count_tokens
+from ..literals import Literal
 from ..turns import Turn
 from ..records import AttemptResult, build_record, write_record
 from .anthropic_server import IntegrationError, to_param
@@ -102,6 +103,7 @@ class _Guard:
         self._seen: set[str] = set()
         self._offset = 0
         self._evicted: list[Eviction] = []
+        self._unpinned: list[Literal] = []  # likewise
         self._compactions = 0
 
     def _ledger_item(self) -> dict[str, Any]:
@@ -124,7 +126,8 @@ class _Guard:
         pinned = fw.pin(self.ledger, turns, seen=self._seen, offset=self._offset,
                      compaction=number)
         self._evicted += pinned.evicted
-        tokens_before = sum(count_tokens(t.text) for t in turns)
+        self._unpinned += pinned.oversize  # too long to pin: reported, never silent
+        tokens_before = sum(turn_tokens(t) for t in turns)
 
         request = dict(kwargs)
         at = _latest_compaction(items)
@@ -153,12 +156,12 @@ class _Guard:
             fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
             span=(self._offset, self._offset + len(items) - 1) if items else None,
             turns_compacted=len(items), tokens_before=tokens_before, verbatim=visible,
-            summary=None, verdict=None, evicted=self._evicted, compacted=True, error=None,
-            opaque=True, attempts=[AttemptResult(
+            summary=None, verdict=None, evicted=self._evicted, unpinned=self._unpinned,
+            compacted=True, error=None, opaque=True, attempts=[AttemptResult(
                 1, None, None, model=getattr(response, "model", None), duration_ms=duration,
                 usage=usage.model_dump(mode="json", exclude_none=True)
                 if hasattr(usage, "model_dump") else {})])
-        self._evicted, self._compactions = [], number
+        self._evicted, self._unpinned, self._compactions = [], [], number
         result.record, result.compacted = record, True
         result.audit_error = write_record(fw.audit, record)
         if method == "create":
