@@ -16,8 +16,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Budget:
     """``tokens(span) = clamp(share * span, floor, cap)``; the cap alone when the span is
-    unknown (a hook that sees a transcript, not a span). The floor is for the few IDs of a
-    short conversation, not for filling: ``floor_need`` (the tokens those IDs take) lowers it."""
+    unknown (a hook that sees a transcript, not a span)."""
 
     share: float = 0.045
     floor: int = 500
@@ -27,11 +26,10 @@ class Budget:
         if not (0 <= self.share <= 1 and 0 <= self.floor <= self.cap):
             raise ValueError(f"budget: need 0 <= share <= 1 and 0 <= floor <= cap, got {self}")
 
-    def tokens(self, span_tokens: int | None, floor_need: int | None = None) -> int:
+    def tokens(self, span_tokens: int | None) -> int:
         if span_tokens is None:
             return self.cap
-        floor = self.floor if floor_need is None else min(self.floor, floor_need)
-        return max(floor, min(self.cap, int(self.share * span_tokens)))
+        return max(self.floor, min(self.cap, int(self.share * span_tokens)))
 
     def __str__(self) -> str:
         return f"{self.share * 100:g}% of the span, within {self.floor}-{self.cap} tokens"

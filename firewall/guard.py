@@ -27,7 +27,7 @@ from .errors import AuditError, CompactionRefused, FirewallError, SummarizerErro
 from .extract import Extractor, ScanMemo, Scanner
 from .formats import parse_messages
 from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextual_salience,
-                     find_blocks, floor_need, uses)
+                     find_blocks, uses)
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders
@@ -236,21 +236,20 @@ class Firewall:
         originals = [t for t in turns if not is_own_message(t)]
         span_uses = uses(ledger.entries, originals)
         if not isinstance(budget, int):  # None: the firewall's own budget
-            budget = self.budget_for(turns, floor_need(ledger.entries, span_uses), budget)
+            budget = self.budget_for(turns, budget)
         evicted = ledger.fit(budget, compaction=compaction,
                              salience=contextual_salience(span_uses))
         return Pinned(scan.literals, scan.timeouts, evicted, oversize)
 
-    def budget_for(self, turns: Sequence[Turn] | None, floor_need: int | None = None,
-                   budget: int | Budget | None = None) -> int:
+    def budget_for(self, turns: Sequence[Turn] | None, budget: int | Budget | None = None) -> int:
         """The ledger's tokens for a span of ``turns`` (None: unknown, e.g. a hook's
         transcript): ``budget`` (default ``budget_tokens``) as given, or the ``Budget``'s
-        share of the span (see ``Budget.tokens`` for ``floor_need``)."""
+        share of the span."""
         budget = self.budget_tokens if budget is None else budget
         if not isinstance(budget, Budget):
             return int(budget)
         span = None if turns is None else sum(turn_tokens(t) for t in turns)
-        return budget.tokens(span, floor_need)
+        return budget.tokens(span)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 

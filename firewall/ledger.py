@@ -688,15 +688,3 @@ def contextual_salience(used: dict[str, int],
                 entry.last_seen)
     return key
 
-
-def floor_need(entries: Sequence[LedgerEntry], used: SpanUses,
-               count: TokenCounter = count_tokens) -> int:
-    """The tokens of a block holding only the entries a budget's floor is for: required ones,
-    secrets, and *specific* IDs (ID-shaped; typed by the user, used by the agent, or one of few
-    of its kind in its message). Names and listing entries of a short span get the span's share,
-    not the floor."""
-    def protected(e: LedgerEntry) -> bool:
-        specific = used.get(e.value, 0) or e.role == "user" or \
-            used.listed.get(e.value, 1) <= LISTED_MAX
-        return e.severity == "required" or e.sensitive or (id_shaped(e.value) and bool(specific))
-    return count(_render("0" * NONCE_DIGITS, "0" * 64, block_lines(filter(protected, entries))))
