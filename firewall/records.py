@@ -16,6 +16,7 @@ from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummar
                     installation_key)
 from .errors import AuditError
 from .ledger import Eviction, Ledger
+from .literals import SecretIndex
 from .tokens import count_tokens
 from .validate import Verdict
 
@@ -33,6 +34,7 @@ class AttemptResult:
     model: str | None = None
     problems: list[str] = field(default_factory=list)  # damaged placeholders, length
     oversize: bool = False  # longer than the span it would replace: never used
+    reply: str | None = None  # the summary as the summarizer wrote it (placeholders unrestored)
 
     @property
     def ok(self) -> bool:
@@ -55,12 +57,12 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     ``injected``: whether the ledger block was placed in the context (default: if compacted)."""
     injected = compacted if injected is None else injected
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
-    secrets = [e.value for e in ledger.entries if e.sensitive]
+    secrets = SecretIndex([e.value for e in ledger.entries if e.sensitive])
     outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
     for entry in ledger.entries:
         value = entry.value
-        # a value that contains a secret is stored hashed too
-        sensitive = entry.sensitive or any(s in value for s in secrets)
+        # a value that contains a secret, or is a piece of one, is stored hashed too
+        sensitive = entry.sensitive or secrets.touches(value)
         in_summary = summary is not None and value in summary
         finding = mutated.get(value)
         if opaque:
@@ -77,14 +79,23 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
             turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
             in_ledger=injected, in_tail=value in verbatim,
-            detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
+            detail=_mutation(finding, sensitive, secrets) if finding else None))
     for eviction in evicted:
         outcomes.append(dict(
             value=eviction.value, rule=eviction.rule, role=eviction.role, turn=0,
-            sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
+            sensitive=eviction.sensitive or secrets.touches(eviction.value),
             status="evicted", in_summary=summary is not None and eviction.value in summary,
             in_tail=eviction.value in verbatim, detail=eviction.reason))
     return LiteralOutcome.many(outcomes, key=key)
+
+
+def _mutation(finding: Any, sensitive: bool, secrets: SecretIndex) -> str:
+    """What the summary wrote instead of a literal; for a secret, or a near miss holding one,
+    its length and the kind of edit only: a near miss of a secret is most of the secret."""
+    wrote = finding.resembles or ""
+    if sensitive or secrets.touches(wrote):
+        return f"summary wrote a {len(wrote)}-character near miss ({finding.reason})"
+    return f"summary wrote {wrote!r} ({finding.reason})"
 
 
 def attempt_records(attempts: Iterable[AttemptResult], *, summarizer: str, key: bytes,
