@@ -110,8 +110,10 @@ def _create_key(path: Path) -> None:
 
 @functools.lru_cache(maxsize=65536)  # every compaction hashes the ledger's values again
 def literal_hash(value: str, key: bytes) -> str:
-    """Hex HMAC-SHA256 of ``value``: lets a log find a literal without storing it."""
-    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()
+    """Hex HMAC-SHA256 of ``value``: lets a log find a literal without storing it. A lone
+    surrogate (from JSON such as ``"\\ud800"``) is hashed as its UTF-8-style bytes rather than
+    refused: one bad character must not block a conversation's compaction forever."""
+    return hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 # --------------------------------------------------------------------------- records
