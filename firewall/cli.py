@@ -43,7 +43,9 @@ def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
 
 
 def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    from .audit import escape_surrogates  # a lone surrogate in the input is no crash here
+
+    sys.stdout.write(escape_surrogates(line) + "\n")
 
 
 # ── scan ────────────────────────────────────────────────────────────────────────────────
@@ -190,9 +192,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if ledger_path and ledger is not None:
         ledger_path.write_text(ledger.to_json(), "utf-8")
     if args.out:
+        from .audit import escape_surrogates
+
         with open(args.out, "w", encoding="utf-8") as handle:
             for document in outputs:
-                handle.write(json.dumps(document, ensure_ascii=False) + "\n")
+                handle.write(escape_surrogates(json.dumps(document, ensure_ascii=False)) + "\n")
     return status
 
 

@@ -12,8 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
-                    installation_key)
+                    escape_surrogates, installation_key)
 from .errors import AuditError
 from .ledger import Eviction, Ledger
 from .literals import SecretIndex
@@ -143,11 +145,33 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
 
 
 def write_record(audit: Any, record: AuditRecord) -> str | None:
-    """Write to ``audit``; a failed write never undoes the compaction: it is returned, to report."""
+    """Write to ``audit``; a failed write never undoes the compaction: it is returned, to report.
+
+    A record holding a lone surrogate (from JSON such as ``"\\ud800"`` in the conversation)
+    cannot be encoded as UTF-8 by any sink: it is written again with each one escaped as the
+    text ``\\udXXX`` (hashes keep the exact value, so ``find_literal`` still finds it)."""
     if audit is None:
         return None
     try:
-        audit.write(record)
+        try:
+            audit.write(record)
+        except (UnicodeEncodeError, PydanticSerializationError):
+            audit.write(_escaped(record))
     except AuditError as exc:
         return str(exc)
+    except (UnicodeEncodeError, PydanticSerializationError) as exc:
+        return f"the record cannot be encoded: {exc}"
     return None
+
+
+def _escaped(record: AuditRecord) -> AuditRecord:
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return escape_surrogates(node)
+        if isinstance(node, dict):
+            return {walk(k): walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return AuditRecord.model_validate(walk(record.model_dump()))
