@@ -510,8 +510,8 @@ def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
     text = plan.turn(lit.turn).text if lit.field == "text" else ""
     value = plan.mask_value(lit.value)
     at = text.find(value) if lit.turn not in plan.withheld else -1
-    if at < 0:
-        return f"{lit.field} of turn {lit.turn}"
+    if at < 0:  # a JSON path names its keys, and a key may be a secret
+        return f"{plan.mask(lit.field)} of turn {lit.turn}"
     end = at + len(value)
     start, end = max(0, at - width), min(len(text), end + width)
     return ("…" if start else "") + text[start:end].replace("\n", " ") + \
