@@ -118,6 +118,7 @@ class _Plan:
         return self.placeholders.mask(text) if self.placeholders else text
 
     def mask_value(self, value: str) -> str:
+        """A literal's value as a summarizer may see it (a secret: its placeholder)."""
         return self.placeholders.mask_value(value) if self.placeholders else value
 
     def turn(self, index: int) -> Turn:
