@@ -34,10 +34,11 @@ _PLACEHOLDER = regex.compile(r"\[\[SECRET_([0-9a-f]{8})_(\d{1,9})\]\]")
 # what a summarizer makes of a placeholder it damaged: brackets lost or changed, case changed,
 # tag dropped or cut
 _DAMAGED = regex.compile(
-    r"(?i)(?<![\w\[])\[{0,2}\s*secret[_ ](?:[0-9a-f]{1,16}[_ ])?\d+\s*\]{0,2}(?!\])")
+    r"(?i)(?<![\w\[])\[{0,2}\s*secret[_ ](?:[0-9a-f]{1,16}[_ ])?\d+(?!\w)\s*\]{0,2}(?!\])")
 # text arriving in the input that _DAMAGED could take for a placeholder: its separator after
-# "secret" is rewritten, so that the word survives and the shape does not
-_LOOKALIKE = regex.compile(r"(?i)(?<=secret)[_ ](?=[0-9a-f])")
+# "secret" is rewritten, so that the word survives and the shape does not (and nothing else is
+# touched: AWS_SECRET_ACCESS_KEY goes as it is)
+_LOOKALIKE = regex.compile(r"(?i)(?<=secret)[_ ](?=(?:[0-9a-f]{1,16}[_ ])?\d+(?!\w))")
 
 
 def neutralise(text: str) -> str:

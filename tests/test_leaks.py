@@ -346,6 +346,17 @@ def test_a_guessed_placeholder_in_tool_output_cannot_summon_a_secret(packs: list
     assert "[[SECRET-deadbeef_2]] then SECRET-3" in sent
 
 
+def test_only_placeholder_shapes_are_neutralised() -> None:
+    from firewall.placeholders import _DAMAGED, neutralise
+
+    ordinary = "export AWS_SECRET_ACCESS_KEY; secret_beef_cake; the secret 2fa; secret_1abc"
+    assert neutralise(ordinary) == ordinary
+    shapes = ["[[SECRET_1]]", "SECRET_2", "[[secret_3]]", "secret 12", "[[SECRET_deadbeef_4]]",
+              "[SECRET_CAFE_5]", "Secret_6."]
+    for shape in shapes:
+        assert _DAMAGED.search(shape) and not _DAMAGED.search(neutralise(shape)), shape
+
+
 def test_each_compaction_draws_its_own_placeholders(packs: list[Any]) -> None:
     first, second = ScriptedSummarizer([INVOICE]), ScriptedSummarizer([INVOICE])
     fw = Firewall(packs, placeholders=True, keep_last=2)
