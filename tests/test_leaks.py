@@ -28,6 +28,7 @@ from firewall.packs import load_pack, load_packs
 from firewall.placeholders import Placeholders
 from firewall.summarizers.scripted import ScriptedSummarizer
 from firewall.tokens import set_token_counter
+from firewall.turns import Turn
 
 # -- secrets of many kinds, assembled so the source holds none -----------------------------------
 
@@ -255,8 +256,10 @@ VENDOR_PATHS = {
 }
 
 
-@pytest.mark.parametrize("tokens", ["estimate", "anthropic"])
-@pytest.mark.parametrize("path", list(VENDOR_PATHS))
+# every vendor path, and each counter (the vendor one both alone and beside a vendor summarizer)
+@pytest.mark.parametrize("path,tokens", [
+    ("extractive", "estimate"), ("extractive", "anthropic"), ("anthropic", "anthropic"),
+    ("openai-env", "estimate"), ("openai-base-url", "anthropic")])
 def test_no_secret_leaves_through_the_cli(path: str, tokens: str, tmp_path: Path,
                                           vendor_env: Capture, vendor: tuple[Capture, str],
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,7 +283,7 @@ def test_no_secret_leaves_through_the_cli(path: str, tokens: str, tmp_path: Path
         assert PLACEHOLDER.search(json.dumps(counts[-1]))  # the sample went out, masked
     for request in capture.raw():
         assert leaked(request) == [], "a piece of a secret reached a vendor"
-        assert VENDOR_KEYS["OPENAI_API_KEY"] not in request or path == "openai-official"
+        assert VENDOR_KEYS["OPENAI_API_KEY"] not in request
 
     files = sorted(audit.parent.glob(audit.name + "*"))  # the log, its WAL and shared memory
     assert files and all(leaked(f.read_bytes().decode("utf-8", "replace")) == [] for f in files)
@@ -317,10 +320,9 @@ def test_the_openai_key_still_goes_to_openai() -> None:
 def test_counting_is_offline_unless_a_vendor_counter_is_named(
         tmp_path: Path, vendor_env: Capture, capsys: pytest.CaptureFixture[str]) -> None:
     conversation_file = write_conversation(tmp_path)
-    for tokens in ([], ["--tokens", "auto"], ["--tokens", "estimate"]):
+    for tokens in ([], ["--tokens", "auto"]):  # the default, and auto
         assert main(["compact", str(conversation_file), "--no-audit", *tokens]) == 0
-        assert main(["check", str(conversation_file), "--summary", str(conversation_file),
-                     *tokens]) in (0, 1)
+    assert main(["check", str(conversation_file), "--summary", str(conversation_file)]) in (0, 1)
     capsys.readouterr()
     assert vendor_env.requests == []  # an Anthropic key in the environment is not consent
 
@@ -383,8 +385,7 @@ def test_literals_overlapping_a_secret_are_secrets_too(packs: list[Any]) -> None
     for text, secret in ((f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
                          (f"password: {ASSIGNED}", ASSIGNED),
                          (f"open https://admin:{EMAILED}@example.com/x", EMAILED)):
-        literals = extractor.scan([Firewall().conversation([{"role": "user", "content": text}])
-                                   .turns[0]]).literals
+        literals = extractor.scan([Turn(role="user", text=text)]).literals
         pieces = [l for l in literals if l.value in secret or secret in l.value
                   or set(range(l.start, l.end)) & set(range(text.find(secret),
                                                             text.find(secret) + len(secret)))]
@@ -561,7 +562,8 @@ def test_the_cli_writes_a_lone_surrogate_as_its_json_escape(
     source.write_text(json.dumps(surrogate_conversation()), encoding="utf-8")
     out = tmp_path / "out.jsonl"
     for extra in (["--json"], ["--out", str(out)], []):  # the tool result stays verbatim
-        assert main(["compact", str(source), "--keep-last", "2", "--no-audit", *extra]) == 0
+        assert main(["compact", str(source), "--keep-last", "2", "--no-audit", "--rules", "core",
+                     *extra]) == 0
     printed = capsys.readouterr().out
     document = json.loads(printed.splitlines()[0])["messages"]
     assert surrogate_conversation()[2] in document["messages"]  # read back exactly
