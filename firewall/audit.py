@@ -108,10 +108,23 @@ def _create_key(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (from JSON such as ``"\\ud800"``) written as the
+    text ``\\ud800``, which UTF-8 can encode: how a log stores such a value, and how the CLI
+    prints it (inside a JSON string, the escape reads back as the same value)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @functools.lru_cache(maxsize=65536)  # every compaction hashes the ledger's values again
 def literal_hash(value: str, key: bytes) -> str:
-    """Hex HMAC-SHA256 of ``value``: lets a log find a literal without storing it."""
-    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()
+    """Hex HMAC-SHA256 of ``value``: lets a log find a literal without storing it. A lone
+    surrogate (from JSON such as ``"\\ud800"``) is hashed as its UTF-8-style bytes rather than
+    refused: one bad character must not block a conversation's compaction forever."""
+    return hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 # --------------------------------------------------------------------------- records
@@ -849,7 +862,7 @@ class SQLiteAuditLog(_Keyed):
                 f"{', '.join('r.' + c for c in _SUMMARY_COLUMNS)} "
                 "FROM literals l JOIN records r ON r.id = l.record_id "
                 "WHERE l.value_hash = ? OR l.value = ? ORDER BY r.seq, l.position",
-                (value_hash, value)).fetchall()
+                (value_hash, escape_surrogates(value))).fetchall()
             summaries = {s.id: s for s in self._summaries(conn, rows)}
         return [(summaries[row["id"]], LiteralOutcome(**{c: row[c] for c in _LITERAL_COLUMNS}))
                 for row in rows]

@@ -44,7 +44,9 @@ def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
 
 
 def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    from .audit import escape_surrogates  # a lone surrogate in the input is no crash here
+
+    sys.stdout.write(escape_surrogates(line) + "\n")
 
 
 # ── scan ────────────────────────────────────────────────────────────────────────────────
@@ -211,9 +213,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if ledger_path and ledger is not None:  # it holds secrets and the HMAC key: 0600
         write_atomic(ledger_path, ledger.to_json())
     if args.out:
+        from .audit import escape_surrogates
+
         with open(args.out, "w", encoding="utf-8") as handle:
             for document in outputs:
-                handle.write(json.dumps(document, ensure_ascii=False) + "\n")
+                handle.write(escape_surrogates(json.dumps(document, ensure_ascii=False)) + "\n")
     return status
 
 
@@ -339,22 +343,38 @@ def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--tokens", default=default, metavar="COUNTER",
                         help="what counts tokens: estimate (offline, o200k-calibrated), o200k, "
                              "cl100k (need bpe-openai or tiktoken), anthropic[:MODEL] (the "
-                             "count-tokens API, one call to calibrate the estimate), auto "
-                             f"(anthropic when ANTHROPIC_API_KEY is set, else estimate); "
-                             f"default {default}")
+                             "count-tokens API: opt-in, one call to calibrate the estimate on "
+                             "the input with every secret masked), auto (the estimate: "
+                             f"counting never picks a vendor by itself); default {default}")
 
 
 def _install_token_counter(args: argparse.Namespace) -> None:
+    from .tokens import counter_named, is_vendor_counter, set_token_counter
+
+    sample = _counter_sample(args) if is_vendor_counter(args.tokens) else ""
+    set_token_counter(counter_named(args.tokens, sample))
+
+
+def _counter_sample(args: argparse.Namespace, limit: int = 100_000) -> str:
+    """What a vendor counter is calibrated on: the input's turns as placeholder mode sends
+    them (every secret a rule finds masked), up to ``limit`` characters."""
     from pathlib import Path
 
-    from .tokens import counter_named, set_token_counter
+    from .formats import read_conversations
+    from .guard import Firewall
 
-    sample = ""
     path = getattr(args, "file", None) or (getattr(args, "files", None) or [None])[0]
-    if path and Path(path).is_file():
-        with open(path, encoding="utf-8", errors="replace") as f:
-            sample = f.read(100_000)  # what the vendor's scale is calibrated on
-    set_token_counter(counter_named(args.tokens, sample))
+    if not path or not Path(path).is_file():
+        return ""
+    fw = Firewall(_packs(args) if hasattr(args, "rules") else None, placeholders=True)
+    pieces, size = [], 0
+    for conversation in read_conversations(path):
+        for turn in fw.masked_turns(conversation):
+            pieces.append(turn.text)
+            size += len(turn.text)
+            if size >= limit:
+                return "\n".join(pieces)[:limit]
+    return "\n".join(pieces)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -371,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
     compact.add_argument("file")
     _add_rules_option(compact)
-    add_tokens_option(compact, "auto")
+    add_tokens_option(compact, "estimate")
     compact.add_argument("--keep-last", type=int, default=8, metavar="N",
                          help="turns kept verbatim at the end (default 8)")
     compact.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
@@ -402,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
     _add_rules_option(check)
-    add_tokens_option(check, "auto")
+    add_tokens_option(check, "estimate")
     check.add_argument("--required", choices=("rules", "user", "all"), default="user")
     check.add_argument("--strict", action="store_true", help="every pinned literal is required")
     for command in (compact, check):

@@ -16,7 +16,7 @@ from typing import Any
 
 from .compiled import (CompiledJsonKey, CompiledRegex, CompiledRule, compile_noise, compile_pack,
                        covered)
-from .literals import Literal
+from .literals import Literal, SecretIndex, spread_sensitivity
 from .packs import Pack
 from .prefilter import Prefilter, ascii_bytes
 from .turns import ROLES, Conversation, Turn
@@ -71,6 +71,24 @@ def _children(where: str, key: str | None, value: dict | list
     if isinstance(value, dict):
         return ((f"{where}.{k}", str(k), v) for k, v in value.items())
     return ((f"{where}[{i}]", key, v) for i, v in enumerate(value))
+
+
+KEY_FIELD = "#key"  # the field of an object key: its value's path and this suffix
+
+
+def json_keys(node: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(field, key) of every string key of every object in a JSON value, with the field
+    ``<value path>#key``; an explicit stack, as in ``_json_leaves``."""
+    stack: list[tuple[str, Any]] = [(path, node)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str):
+                    yield f"{where}.{k}{KEY_FIELD}", k
+                stack.append((f"{where}.{k}", v))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
 
 
 def scalar_leaves(node: Any) -> Iterator[tuple[str | None, str]]:
@@ -191,7 +209,8 @@ class Extractor:
 
     def scan_json(self, node: Any, role: str, *, turn: int, root: str, tool: str | None,
                   out: TurnScan, text_rules: bool) -> None:
-        """json_key rules over a parsed JSON value; ``text_rules`` also scans string leaves."""
+        """json_key rules over a parsed JSON value; ``text_rules`` also scans every leaf (strings
+        and numbers) and every object key with the text rules."""
         rules_for_key = self._by_role[role].json_key_rules
         budget = self.timeout
         if not text_rules:
@@ -203,8 +222,13 @@ class Extractor:
                 continue
             if key is not None:
                 _accept_leaf(rules_for_key(key), text, budget, turn, role, path, tool, out)
-            if text_rules and isinstance(value, str) and not isinstance(value, JsonNumber):
-                self.scan_text(value, role, turn=turn, field=path, tool=tool, out=out)
+            # numbers too: a card number given as a JSON integer is still a card number
+            self.scan_text(text, role, turn=turn, field=path, tool=tool, out=out)
+        for path, key in json_keys(node, root):  # a secret used as an object key
+            found = len(out.literals)
+            self.scan_text(key, role, turn=turn, field=path, tool=tool, out=out)
+            # only secrets: other names a key matches are the schema's, not the data's
+            out.literals[found:] = [lit for lit in out.literals[found:] if lit.sensitive]
 
     def _scan_json_keys(self, node: Any, role: str, turn: int, root: str, tool: str | None,
                         out: TurnScan) -> None:
@@ -294,6 +318,7 @@ class Extractor:
         for call in turn.tool_calls:
             self.scan_json(call.arguments, turn.role, turn=index, root="arguments",
                            tool=call.name, out=out, text_rules=True)
+        spread_sensitivity(out.literals)
         # document order: hits come grouped by rule; order by field (first appearance), offset
         rank: dict[str, int] = {}
         for lit in out.literals:
@@ -429,11 +454,12 @@ class Scanner:
     def result(self) -> ScanResult:
         rows = self._rows
         literals = [Literal(*rows[at:at + _WIDTH]) for at in range(0, len(rows), _WIDTH)]
-        # a literal that contains a secret (a URL with a password in it) is a secret too
-        secrets = [lit.value for lit in literals if lit.sensitive]
+        # a literal that contains a secret (a URL with a password in it), or is a piece of one
+        # seen elsewhere, is a secret too
+        secrets = SecretIndex([lit.value for lit in literals if lit.sensitive])
         if secrets:
             for lit in literals:
-                if not lit.sensitive and any(s in lit.value for s in secrets):
+                if not lit.sensitive and secrets.touches(lit.value):
                     lit.sensitive = True
         return ScanResult(literals=literals, timeouts=list(self.timeouts))
 

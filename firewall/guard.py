@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import re
 import secrets
@@ -52,6 +53,8 @@ REQUIRED_INSTRUCTIONS = (
     "These exact strings are load-bearing: a later tool call will look them up byte-for-byte. "
     "Copy each one into the summary exactly as written (same characters, case and "
     "separators), and do not write any other string that looks like one of them:")
+# a turn whose sensitive scan did not finish is kept verbatim, and never sent: fail closed
+WITHHELD = "[turn {turn} withheld: it is kept verbatim after the summary]"
 
 
 @dataclass
@@ -106,14 +109,42 @@ class _Plan:
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
     summarizer: Any = None  # per call: concurrent compactions may use different ones
     refused: str | None = None  # why the span cannot be summarized at all: kept as it was
+    # placeholder mode: per turn, per field, where a rule found a secret (start, end, value)
+    secret_spans: dict[int, dict[str, list[tuple[int, int, str]]]] = field(default_factory=dict)
+    masked_turns: dict[int, Turn] = field(default_factory=dict)
 
     @property
     def span_tokens(self) -> int:
         return sum(self.turn_tokens[self.span.start:self.span.end])
 
+    @functools.cached_property
+    def withheld(self) -> set[int]:
+        """Turns a rule timed out on: kept verbatim, never sent to the summarizer."""
+        return {t.turn for t in self.pinned.timeouts}
+
     def mask(self, text: str) -> str:
         """Text as a summarizer may see it: sensitive literals replaced by placeholders."""
         return self.placeholders.mask(text) if self.placeholders else text
+
+    def mask_value(self, value: str) -> str:
+        """A literal's value as a summarizer may see it (a secret: its placeholder)."""
+        return self.placeholders.mask_value(value) if self.placeholders else value
+
+    def turn(self, index: int) -> Turn:
+        """A turn as the summarizer sees it (masked once per compaction, then reused)."""
+        seen = self.masked_turns.get(index)
+        if seen is not None:
+            return seen
+        turn = self.conversation.turns[index]
+        if index in self.withheld:
+            seen = Turn(role=turn.role, text=WITHHELD.format(turn=index),
+                        tool_name=turn.tool_name, tool_call_id=turn.tool_call_id)
+        elif self.placeholders:
+            seen = self.placeholders.mask_turn(turn, self.secret_spans.get(index))
+        else:
+            seen = turn
+        self.masked_turns[index] = seen
+        return seen
 
 
 class Firewall:
@@ -175,6 +206,16 @@ class Firewall:
         for turn in conversation.turns:
             turn_tokens(turn)
         return self.extractor.scan(conversation).literals
+
+    def masked_turns(self, messages: Any) -> list[Turn]:
+        """The turns of ``messages`` (after the system prompt) as placeholder mode would send
+        them to a vendor: every secret a rule finds replaced, turns a rule timed out on
+        withheld. What a vendor token counter may be calibrated on."""
+        conversation = self.conversation(messages)
+        plan = self._plan(conversation, None, 0, compaction=1)
+        if plan.placeholders is None:
+            plan.placeholders, plan.secret_spans = self._placeholders(plan)
+        return [plan.turn(i) for i in range(plan.span.start, plan.span.end)]
 
     def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
         """Validate any compactor's summary against the literals of the turns it summarized."""
@@ -263,17 +304,17 @@ class Firewall:
         pinned = self.pin(ledger, conversation.turns[span.start:span.end], offset=span.start,
                           compaction=number)
         kept = set(ledger.values())
-        required = [l for l in self.required_of(pinned.literals, conversation)
-                    if l.value in kept]
-        required += self._carried(ledger, conversation.turns, span, {l.value for l in required})
-        placeholders = None
-        if self.placeholders:
-            placeholders = Placeholders()
-            placeholders.add(e.value for e in ledger.entries if e.sensitive)
-            placeholders.add(l.value for l in pinned.literals if l.sensitive)
-        return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
+        plan = _Plan(conversation, span, pinned, ledger, [], number, None,
                      [turn_tokens(t) for t in conversation.turns],
                      refused=_unserializable(conversation.turns, span))
+        # a withheld turn's literals stay in it, verbatim: the summary cannot be asked for them
+        plan.required = [l for l in self.required_of(pinned.literals, conversation)
+                         if l.value in kept and l.turn not in plan.withheld]
+        plan.required += self._carried(ledger, conversation.turns, span,
+                                       {l.value for l in plan.required})
+        if self.placeholders:
+            plan.placeholders, plan.secret_spans = self._placeholders(plan)
+        return plan
 
     def _carried(self, ledger: Ledger, turns: Sequence[Turn], span: Span,
                  taken: set[str]) -> list[Literal]:
@@ -301,6 +342,28 @@ class Firewall:
                                        priority=entry.priority))
         return carried
 
+    def _placeholders(self, plan: _Plan) -> tuple[Placeholders,
+                                                  dict[int, dict[str, list[tuple[int, int, str]]]]]:
+        """This compaction's placeholder table, and where each turn of the span holds a
+        secret (read back from the extractor's memo of each turn's scan)."""
+        ledger = plan.ledger
+        placeholders = Placeholders()
+        placeholders.add(e.value for e in ledger.entries if e.sensitive)
+        placeholders.add(l.value for l in plan.pinned.literals if l.sensitive)
+        spans: dict[int, dict[str, list[tuple[int, int, str]]]] = {}
+        withheld = plan.withheld
+        for index in range(plan.span.start, plan.span.end):
+            if index in withheld:  # never sent: no need to scan it again
+                continue
+            found = self.extractor.scan_turn_shared(
+                plan.conversation.turns[index], index,
+                skip=lambda text: find_blocks(text, ledger.nonce, ledger.key))
+            for lit in found.literals:
+                if lit.sensitive:
+                    spans.setdefault(index, {}).setdefault(lit.field, []).append(
+                        (lit.start, lit.end, lit.value))
+        return placeholders, spans
+
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation: after the audit log's last one
         and after any this firewall gave, so compactions running at once get distinct numbers
@@ -321,24 +384,21 @@ class Firewall:
         return number
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
-        mask = plan.mask
-        turns = plan.conversation.turns[plan.span.start:plan.span.end]
-        if plan.placeholders:
-            turns = [plan.placeholders.mask_turn(t) for t in turns]
-        required = tuple(RequiredLiteral(mask(l.value), l.rule, _snippet(plan, l))
+        turns = tuple(plan.turn(i) for i in range(plan.span.start, plan.span.end))
+        required = tuple(RequiredLiteral(plan.mask_value(l.value), l.rule, _snippet(plan, l))
                          for l in plan.required)
         instructions = INSTRUCTIONS
         if required:
             instructions += "\n" + REQUIRED_INSTRUCTIONS + "\n" + "\n".join(
                 f"- {r.value}" for r in required)
         if plan.placeholders and plan.placeholders.table:
-            instructions += ("\nStrings such as [[SECRET_1]] stand for secrets: copy them "
-                             "exactly as they are, brackets included.")
-        feedback = mask(_feedback(plan, previous)) if previous is not None else None
-        return SummaryRequest(turns=tuple(turns), required=required, instructions=instructions,
+            instructions += (f"\nStrings such as {plan.placeholders.example} stand for "
+                             "secrets: copy them exactly as they are, brackets included.")
+        feedback = _feedback(plan, previous) if previous is not None else None
+        # the summarizer's own text goes back as it wrote it: placeholders not restored
+        return SummaryRequest(turns=turns, required=required, instructions=instructions,
                               attempt=attempt, feedback=feedback,
-                              previous=mask(previous.summary) if previous and previous.summary
-                              else None)
+                              previous=previous.reply if previous and previous.reply else None)
 
     def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
         if not len(plan.span):
@@ -367,7 +427,7 @@ class Firewall:
         if not isinstance(text, str):
             return AttemptResult(number, None, None, error=f"summarizer returned "
                                  f"{type(text).__name__}, not text")
-        problems = []
+        problems, reply = [], text
         if plan.placeholders:
             text, damaged = plan.placeholders.restore(text)
             problems += [f"unknown or altered placeholder {p!r}" for p in damaged]
@@ -379,7 +439,7 @@ class Firewall:
         verdict = validate(text, [(l.value, l.rule) for l in plan.required],
                            known=plan.ledger.values())
         return AttemptResult(number, text, verdict, usage=dict(usage or {}), model=model,
-                             problems=problems, oversize=oversize)
+                             problems=problems, oversize=oversize, reply=reply)
 
     def _finish(self, plan: _Plan, attempts: list[AttemptResult]) -> CompactionResult:
         last = attempts[-1]
@@ -559,31 +619,37 @@ def _failures(verdict: Verdict | None) -> list[Any]:
 def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
     """Source text around a literal, masked before it is cut: a secret cut in half by the
     window would no longer be recognised, and would leak."""
-    turn = plan.conversation.turns[lit.turn]
-    text = plan.mask(turn.text) if lit.field == "text" else ""
-    at = text.find(plan.mask(lit.value))
-    if at < 0:
-        return f"{lit.field} of turn {lit.turn}"
-    end = at + len(plan.mask(lit.value))
+    text = plan.turn(lit.turn).text if lit.field == "text" else ""
+    value = plan.mask_value(lit.value)
+    at = text.find(value) if lit.turn not in plan.withheld else -1
+    if at < 0:  # a JSON path names its keys, and a key may be a secret
+        return f"{plan.mask(lit.field)} of turn {lit.turn}"
+    end = at + len(value)
     start, end = max(0, at - width), min(len(text), end + width)
     return ("…" if start else "") + text[start:end].replace("\n", " ") + \
         ("…" if end < len(text) else "")
 
 
 def _feedback(plan: _Plan, previous: AttemptResult) -> str:
+    """What the previous attempt lost, masked piece by piece: the problems quote the
+    summarizer's own text; values and sources are masked; a near miss of a secret is described,
+    never quoted (its characters are the secret's)."""
     lines = ["Your previous summary cannot be used yet:"]
     if previous.error:
-        lines.append(f"- it failed: {previous.error}")
+        lines.append(f"- it failed: {plan.mask(previous.error)}")
     lines += [f"- {p}" for p in previous.problems]
     by_value = {l.value: l for l in plan.required}
     for finding in _failures(previous.verdict):
         lit = by_value.get(finding.value)
+        value = plan.mask_value(finding.value)
         source = f" (rule {finding.rule}; source: {_snippet(plan, lit)})" if lit else ""
-        if finding.status == "mutated":
-            lines.append(f"- you wrote {finding.resembles!r} where the exact literal is "
-                         f"{finding.value!r} ({finding.reason}){source}")
+        if finding.status == "mutated" and plan.placeholders and lit and lit.sensitive:
+            lines.append(f"- you altered {value} ({finding.reason}): copy it exactly{source}")
+        elif finding.status == "mutated":
+            lines.append(f"- you wrote {plan.mask(finding.resembles or '')!r} where the exact "
+                         f"literal is {value!r} ({finding.reason}){source}")
         else:
-            lines.append(f"- missing: {finding.value!r}{source}")
+            lines.append(f"- missing: {value!r}{source}")
     lines.append("Rewrite the summary so that every one of these appears byte-for-byte.")
     return "\n".join(lines)
 

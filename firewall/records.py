@@ -12,11 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
-                    installation_key)
+                    escape_surrogates, installation_key)
 from .errors import AuditError
 from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, occurring
-from .literals import Literal
+from .literals import Literal, SecretIndex
 from .tokens import count_tokens
 from .validate import Verdict
 
@@ -37,6 +39,7 @@ class AttemptResult:
     model: str | None = None
     problems: list[str] = field(default_factory=list)  # damaged placeholders, length
     oversize: bool = False  # longer than the span it would replace: never used
+    reply: str | None = None  # the summary as the summarizer wrote it (placeholders unrestored)
 
     @property
     def ok(self) -> bool:
@@ -61,7 +64,7 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     ``unpinned``: literals too long to pin (``LITERAL_MAX_CHARS``), each reported."""
     injected = compacted if injected is None else injected
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
-    secrets = [e.value for e in ledger.entries if e.sensitive]
+    secrets = SecretIndex([e.value for e in ledger.entries if e.sensitive])
     evicted, unpinned = list(evicted), list(unpinned)
     # one pass over each text for every value: a search per value costs values x text
     found = occurring([e.value for e in ledger.entries] + [e.value for e in evicted]
@@ -77,8 +80,8 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
     for entry in ledger.entries:
         value = entry.value
-        # a value that contains a secret is stored hashed too
-        sensitive = entry.sensitive or any(s in value for s in secrets)
+        # a value that contains a secret, or is a piece of one, is stored hashed too
+        sensitive = entry.sensitive or secrets.touches(value)
         finding = mutated.get(value)
         if opaque:
             status = "opaque"
@@ -94,24 +97,33 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
             turn=max(entry.first_seen, 0), status=status, in_summary=in_summary(value),
             in_ledger=injected, in_tail=in_verbatim(value),
-            detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
+            detail=_mutation(finding, sensitive, secrets) if finding else None))
     for eviction in evicted:
         outcomes.append(dict(
             value=eviction.value, rule=eviction.rule, role=eviction.role, turn=0,
-            sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
+            sensitive=eviction.sensitive or secrets.touches(eviction.value),
             status="evicted", in_summary=in_summary(eviction.value),
             in_tail=in_verbatim(eviction.value), detail=eviction.reason))
     for lit in unpinned:
         kept = not compacted or in_verbatim(lit.value)
         outcomes.append(dict(
             value=lit.value, rule=lit.rule, role=lit.role, turn=max(lit.turn, 0),
-            sensitive=lit.sensitive or any(s in lit.value for s in secrets),
+            sensitive=lit.sensitive or secrets.touches(lit.value),
             status="kept_verbatim" if kept else "missing",
             in_summary=in_summary(lit.value), in_tail=kept,
             detail=f"not pinned: {len(lit.value)} characters, over the {LITERAL_MAX_CHARS}-"
                    f"character cap on literals; " + (f"turn {lit.turn} kept verbatim" if kept
                                                        else "nothing kept it")))
     return LiteralOutcome.many(outcomes, key=key)
+
+
+def _mutation(finding: Any, sensitive: bool, secrets: SecretIndex) -> str:
+    """What the summary wrote instead of a literal; for a secret, or a near miss holding one,
+    its length and the kind of edit only: a near miss of a secret is most of the secret."""
+    wrote = finding.resembles or ""
+    if sensitive or secrets.touches(wrote):
+        return f"summary wrote a {len(wrote)}-character near miss ({finding.reason})"
+    return f"summary wrote {wrote!r} ({finding.reason})"
 
 
 def attempt_records(attempts: Iterable[AttemptResult], *, summarizer: str, key: bytes,
@@ -160,11 +172,33 @@ def build_record(fw: Any, ledger: Ledger, *, vendor_path: str, compaction: int,
 
 
 def write_record(audit: Any, record: AuditRecord) -> str | None:
-    """Write to ``audit``; a failed write never undoes the compaction: it is returned, to report."""
+    """Write to ``audit``; a failed write never undoes the compaction: it is returned, to report.
+
+    A record holding a lone surrogate (from JSON such as ``"\\ud800"`` in the conversation)
+    cannot be encoded as UTF-8 by any sink: it is written again with each one escaped as the
+    text ``\\udXXX`` (hashes keep the exact value, so ``find_literal`` still finds it)."""
     if audit is None:
         return None
     try:
-        audit.write(record)
+        try:
+            audit.write(record)
+        except (UnicodeEncodeError, PydanticSerializationError):
+            audit.write(_escaped(record))
     except AuditError as exc:
         return str(exc)
+    except (UnicodeEncodeError, PydanticSerializationError) as exc:
+        return f"the record cannot be encoded: {exc}"
     return None
+
+
+def _escaped(record: AuditRecord) -> AuditRecord:
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return escape_surrogates(node)
+        if isinstance(node, dict):
+            return {walk(k): walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return AuditRecord.model_validate(walk(record.model_dump()))

@@ -19,15 +19,16 @@ Claude's tokenizer is not public. ``anthropic_counter`` wraps its count-tokens A
 ``calibrated`` turns any such remote counter into a local one: the estimate scaled by the
 remote/estimate ratio measured on one sample (one API call), because the firewall counts every
 value and every turn and a network call each would be absurd. ``counter_named`` resolves the
-CLI's ``--tokens`` (``auto``: Anthropic's API when ``ANTHROPIC_API_KEY`` is set and the SDK is
-installed, else the estimate). ``bpe_counter`` wraps a real BPE when one is installed. Install
-any ``str -> int`` with ``set_token_counter``.
+CLI's ``--tokens``. Counting is offline unless a vendor counter is asked for by name
+(``anthropic``): nothing leaves the process for a path the user did not choose, so ``auto``
+is the estimate whatever keys the environment holds, and the CLI calibrates a vendor counter
+on masked text only. ``bpe_counter`` wraps a real BPE when one is installed. Install any
+``str -> int`` with ``set_token_counter``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
 import threading
@@ -161,21 +162,19 @@ def calibrated(reference: TokenCounter, sample: str) -> TokenCounter:
     return lambda text: math.ceil(estimate_tokens(text) * ratio)
 
 
+def is_vendor_counter(name: str) -> bool:
+    """Whether ``--tokens NAME`` sends text to a vendor (to calibrate on)."""
+    return name.partition(":")[0] == "anthropic"
+
+
 def counter_named(name: str, sample: str = "") -> TokenCounter:
-    """``estimate``, ``o200k``, ``cl100k``, ``anthropic[:MODEL]`` or ``auto`` (see the module
-    docstring); the Anthropic counter is ``calibrated`` on ``sample``."""
+    """``estimate``, ``o200k``, ``cl100k``, ``anthropic[:MODEL]`` or ``auto`` (the estimate:
+    see the module docstring). The Anthropic counter is ``calibrated`` on ``sample``, which is
+    sent to the API as it is: pass masked text."""
     from .errors import FirewallError
 
     kind, _, model = name.partition(":")
-    if kind == "auto":
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            return estimate_tokens
-        try:
-            import anthropic  # noqa: F401
-        except ImportError:
-            return estimate_tokens
-        kind = "anthropic"
-    if kind == "estimate":
+    if kind in ("estimate", "auto"):
         return estimate_tokens
     if kind in ("o200k", "cl100k"):
         return bpe_counter(f"{kind}_base")

@@ -185,21 +185,28 @@ def test_check_reports_mutations_of_any_vendors_summary(packs):
     assert [(f.value, f.status) for f in verdict.findings] == [(INVOICE, "mutated")]
 
 
+def issued(request) -> str:
+    """The first placeholder a request holds (each compaction draws its own)."""
+    texts = [t.text for t in request.turns] + [request.instructions]
+    return re.search(r"\[\[SECRET_[0-9a-f]{8}_\d+\]\]", "\n".join(texts)).group(0)
+
+
 def test_placeholders_keep_secrets_from_the_summarizer(packs):
     messages = conversation()
     messages.insert(2, {"role": "user", "content": "my card is 4242 4242 4242 4242"})
-    scripted = ScriptedSummarizer([lambda req: f"{INVOICE}; card [[SECRET_1]] on file"])
+    scripted = ScriptedSummarizer([lambda req: f"{INVOICE}; card {issued(req)} on file"])
     result = Firewall(packs, keep_last=2, placeholders=True).compact(messages,
                                                                      summarizer=scripted)
     sent = json.dumps([t.text for t in scripted.calls[0].turns]) + scripted.calls[0].instructions
-    assert "4242 4242 4242 4242" not in sent and "[[SECRET_1]]" in sent
+    assert "4242 4242 4242 4242" not in sent and issued(scripted.calls[0]) in sent
     assert "card 4242 4242 4242 4242 on file" in result.summary
 
 
 def test_damaged_placeholder_is_reasked(packs):
     messages = conversation()
     messages.insert(2, {"role": "user", "content": "my card is 4242 4242 4242 4242"})
-    scripted = ScriptedSummarizer([f"{INVOICE} card SECRET_1", f"{INVOICE} card [[SECRET_1]]"])
+    scripted = ScriptedSummarizer([lambda req: f"{INVOICE} card " + issued(req)[2:-2],
+                                   lambda req: f"{INVOICE} card " + issued(req)])
     result = Firewall(packs, keep_last=2, placeholders=True).compact(messages,
                                                                      summarizer=scripted)
     assert len(scripted.calls) == 2 and "placeholder" in scripted.calls[1].feedback

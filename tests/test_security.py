@@ -41,7 +41,7 @@ SECRETS = [AWS_ID, AWS_SECRET, GITHUB, STRIPE, ANTHROPIC, DB_PASSWORD, JWT, PEM,
 
 INVOICE = "INV-2025-08-44719"
 PATH = "src/auth/handler.ts"
-PLACEHOLDER = re.compile(r"\[\[SECRET_\d+\]\]")
+PLACEHOLDER = re.compile(r"\[\[SECRET_[0-9a-f]{8}_\d+\]\]")
 
 
 def conversation(url_password: bool = True) -> list[dict[str, Any]]:

@@ -108,12 +108,20 @@ def test_anthropic_counter_sends_the_text_and_subtracts_the_message_framing():
     assert len(requests) == sent
 
 
-def test_auto_uses_the_api_when_a_key_is_configured_and_falls_back_offline(monkeypatch, capsys):
+def test_auto_stays_offline_even_with_a_vendor_key(monkeypatch, capsys):
+    # nothing leaves the process unless the user asked for that vendor path by name
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    assert counter_named("auto", "some sample text") is estimate_tokens
+    assert capsys.readouterr().err == ""
+
+
+def test_the_anthropic_counter_falls_back_offline_when_unreachable(monkeypatch, capsys):
     pytest.importorskip("anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
     # the real client cannot reach the network here: counting falls back and says so
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("ANTHROPIC_MAX_RETRIES", "0")
-    counter = counter_named("auto", "some sample text")
+    counter = counter_named("anthropic", "some sample text")
     assert counter is estimate_tokens
     assert "count-tokens failed" in capsys.readouterr().err

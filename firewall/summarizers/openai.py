@@ -8,7 +8,9 @@ The ``openai`` SDK is an optional extra, imported when a summarizer is built, ne
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ..errors import SummarizerError
 from ..extras import import_extra
@@ -25,8 +27,11 @@ def _import_sdk() -> Any:
 class OpenAISummarizer:
     """Summarize with ``client.chat.completions.create``; required literals are in the prompt.
 
-    With ``base_url`` and no ``api_key``, the key is ``"not-needed"``: local servers ignore it, and
-    an ``OPENAI_API_KEY`` from the environment is not sent to a server that is not OpenAI.
+    ``OPENAI_API_KEY`` from the environment is sent to OpenAI only (``https://api.openai.com``):
+    with a base URL pointing anywhere else, however it is set (``base_url`` or the
+    ``OPENAI_BASE_URL`` variable, which the SDK would otherwise read behind our back) and no
+    ``api_key``, the key is ``"not-needed"``, which local servers ignore; pass ``api_key`` for a
+    server that wants one.
     ``client`` / ``async_client`` (``openai.OpenAI`` / ``AsyncOpenAI``) replace the clients built
     from ``base_url``, ``api_key`` and ``client_kwargs`` (``max_retries`` defaults to 2).
 
@@ -48,10 +53,13 @@ class OpenAISummarizer:
         self.max_tokens = max_tokens
         self.system = SYSTEM_PROMPT if system is None else system
         self.token_param = token_param
+        if base_url is None:
+            base_url = os.environ.get("OPENAI_BASE_URL") or None
         if base_url is not None:
             client_kwargs["base_url"] = base_url
-            client_kwargs["api_key"] = api_key if api_key is not None else "not-needed"
-        elif api_key is not None:
+            if api_key is None and not is_openai(base_url):
+                api_key = "not-needed"
+        if api_key is not None:
             client_kwargs["api_key"] = api_key
         client_kwargs.setdefault("max_retries", 2)
         self._client_kwargs = client_kwargs
@@ -133,6 +141,17 @@ class OpenAISummarizer:
             raise SummarizerError(f"the reply holds no text (content {text!r}, "
                                   f"finish_reason {choice.finish_reason!r})")
         return Summary(text=text, usage=usage, model=completion.model)
+
+
+def is_openai(base_url: Any) -> bool:
+    """Whether a base URL is OpenAI's own API, over TLS: the one place the environment's
+    ``OPENAI_API_KEY`` may go."""
+    try:
+        parts = urlsplit(str(base_url))
+        return parts.scheme == "https" and parts.hostname == _OPENAI_HOST \
+            and parts.port in (None, 443)
+    except ValueError:  # a port that is not a number: not OpenAI
+        return False
 
 
 def _token_param(client: Any) -> str:
