@@ -220,6 +220,7 @@ def _report_line(report: dict[str, Any]) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     from .formats import read_conversations
     from .guard import Firewall
+    from .validate import Finding, occurs
 
     conversations = [c for c in read_conversations(args.file) if args.id in (None, c.id)]
     if len(conversations) != 1:
@@ -234,19 +235,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     fw = Firewall(_packs(args), required=args.required)
     literals = fw.scan(conversations[0])
-    required = {l.value for l in literals if args.strict or fw.is_required(l)}
-    from .validate import validate
-
-    verdict = validate(summary, [(l.value, l.rule) for l in literals],
-                       known=[l.value for l in literals])
-    failed = False
+    verdict = fw.check(conversations[0], summary, strict=args.strict, literals=literals)
+    # the verdict's findings, then every other literal: present, or just not in the summary
+    findings = list(verdict.findings)
+    judged = {f.value for f in findings}
+    for lit in literals:
+        if lit.value not in judged:
+            judged.add(lit.value)
+            findings.append(Finding(lit.value, lit.rule,
+                                    "present" if occurs(summary, lit.value) else "missing",
+                                    required=False))
     rows = []
-    for finding in verdict.findings:
-        is_required = finding.value in required
-        failed = failed or (is_required and finding.status != "present")
+    for finding in findings:
         if args.json:
             record = {"literal": finding.value, "status": finding.status, "rule": finding.rule,
-                      "required": is_required}
+                      "required": finding.required}
             if finding.status == "mutated":
                 record.update(span=list(finding.span), resembles=finding.resembles,
                               reason=finding.reason)
@@ -255,14 +258,23 @@ def cmd_check(args: argparse.Namespace) -> int:
             note = f"{finding.resembles!r} ({finding.reason})" if finding.status == "mutated" \
                 else ""
             rows.append((finding.status, finding.value, finding.rule,
-                         "yes" if is_required else "", note))
+                         "yes" if finding.required else "", note))
     if not args.json:
         _out(_table(rows, ("status", "literal", "rule", "required", "summary wrote")))
-        counts = {s: sum(f.status == s for f in verdict.findings)
-                  for s in ("present", "missing", "mutated")}
+        counts = {s: sum(f.status == s for f in findings) for s in ("present", "missing",
+                                                                    "mutated")}
         _out(f"\n{counts['present']} present, {counts['missing']} missing, {counts['mutated']} "
-             f"mutated; {'FAIL: a required literal was lost' if failed else 'ok'}")
-    return EXIT_FAIL if failed else EXIT_OK
+             f"mutated; {_check_outcome(verdict)}")
+    return EXIT_OK if verdict.ok else EXIT_FAIL
+
+
+def _check_outcome(verdict) -> str:
+    """What ``check`` fails on, naming each literal: any mutation, any missing required one."""
+    if verdict.ok:
+        return "ok"
+    reasons = [f"{f.value!r} mutated into {f.resembles!r} ({f.reason})" for f in verdict.mutated]
+    reasons += [f"required {f.value!r} missing" for f in verdict.missing]
+    return "FAIL: " + "; ".join(reasons)
 
 
 # ── audit ───────────────────────────────────────────────────────────────────────────────
@@ -373,14 +385,21 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--json", action="store_true", help="JSON output with a report")
     compact.set_defaults(func=cmd_compact)
 
-    check = sub.add_parser("check", help="validate any compactor's summary of a conversation")
+    check = sub.add_parser("check", help="validate any compactor's summary of a conversation",
+                           description="Exit 1 when the summary mutates any literal of the "
+                                       "conversation (a near miss of a real value that the "
+                                       "conversation does not itself hold) or lacks a required "
+                                       "one; the last line names each.")
     check.add_argument("file")
     check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
     _add_rules_option(check)
     add_tokens_option(check, "auto")
     check.add_argument("--required", choices=("rules", "user", "all"), default="user")
-    check.add_argument("--strict", action="store_true", help="every pinned literal is required")
+    check.add_argument("--strict", action="store_true",
+                       help="require every literal worth pinning: rule-required ones, and "
+                            "identifier-shaped ones (4+ characters with a digit, separator or "
+                            "case change, or a code of 5+ capitals) from rules of priority 50+")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
     check.set_defaults(func=cmd_check)
 

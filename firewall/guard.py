@@ -22,7 +22,7 @@ from typing import Any, Literal as TypingLiteral
 from .audit import AuditRecord, open_audit_log
 from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
-from .extract import Extractor, ScanMemo, Scanner
+from .extract import Extractor, ScanMemo, Scanner, scalar_leaves
 from .formats import parse_messages
 from .ledger import Eviction, Ledger, LedgerEntry, contextual_salience, find_blocks, uses
 from .literals import Literal
@@ -32,11 +32,14 @@ from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
 from .turns import Conversation, Turn
-from .validate import Verdict, validate
+from .validate import Verdict, identifier_shaped, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
 POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
 NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
+# --strict: rules ranked below the default priority (money, amounts, profile words, bare numbers,
+# dates) find context, not keys
+STRICT_MIN_PRIORITY = 50
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
 INSTRUCTIONS = (
@@ -96,6 +99,7 @@ class _Plan:
     compaction: int
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
+    source: list[str]  # the span's texts: what the summary may copy (see validate)
     summarizer: Any = None  # per call: concurrent compactions may use different ones
 
     @property
@@ -157,12 +161,21 @@ class Firewall:
             count_tokens(turn.text)
         return self.extractor.scan(conversation).literals
 
-    def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
-        """Validate any compactor's summary against the literals of the turns it summarized."""
-        literals = self.scan(messages)
-        required = literals if strict else [l for l in literals if self.is_required(l)]
-        return validate(summary, [(l.value, l.rule) for l in required],
-                        known=[l.value for l in literals])
+    def check(self, messages: Any, summary: str, *, strict: bool = False,
+              literals: list[Literal] | None = None) -> Verdict:
+        """Validate any compactor's summary of ``messages`` (the turns it summarized).
+
+        Not ``ok`` when a required literal is missing (``strict``: every literal
+        :func:`worth_pinning`) or when the summary mutates *any* literal of those turns: a
+        wrong ID is worse than a lost one. A string the turns themselves hold is never a
+        mutation. ``literals``: ``scan(messages)``, when the caller has it already.
+        """
+        conversation = self.conversation(messages)
+        if literals is None:
+            literals = self.scan(conversation)
+        required = [l for l in literals if (worth_pinning(l) if strict else self.is_required(l))]
+        return validate(summary, required, known=literals,
+                        source=source_texts(conversation.turns))
 
     def is_required(self, lit: Literal | LedgerEntry) -> bool:
         """Must the summary itself carry this literal (or ledger entry)? See ``required``."""
@@ -222,7 +235,8 @@ class Firewall:
             placeholders.add(e.value for e in ledger.entries if e.sensitive)
             placeholders.add(l.value for l in pinned.literals if l.sensitive)
         return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
-                     [count_tokens(t.text) for t in conversation.turns])
+                     [count_tokens(t.text) for t in conversation.turns],
+                     list(source_texts(conversation.turns[span.start:span.end])))
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation: after the audit log's last one
@@ -298,7 +312,8 @@ class Firewall:
             problems.append(f"the summary is {tokens} tokens, longer than the "
                             f"{max_tokens}-token span it replaces")
         verdict = validate(text, [(l.value, l.rule) for l in plan.required],
-                           known=plan.ledger.values())
+                           known=[(e.value, e.rule) for e in plan.ledger.entries],
+                           source=plan.source)
         return AttemptResult(number, text, verdict, usage=dict(usage or {}), model=model,
                              problems=problems, oversize=oversize)
 
@@ -435,6 +450,27 @@ class CallableSummarizer:
                     else {"role": t.role, "content": t.text} for t in request.turns]
         prompt = request.instructions + (f"\n\n{request.feedback}" if request.feedback else "")
         return self.func(messages + [{"role": "user", "content": prompt}])
+
+
+def worth_pinning(lit: Literal | LedgerEntry) -> bool:
+    """What ``check --strict`` requires: every literal worth pinning. One its rule marks
+    ``required``; or one from a rule of at least the default priority (50) that is shaped like
+    an identifier: 4+ characters with a digit, a separator (``-_./\\:#@``) or a lower-upper case
+    change, or a code of 5+ capitals (see ``validate.identifier_shaped``). Not ``CO``, ``USA``,
+    ``100``, ``$60.00`` or ``Phoenix``."""
+    return lit.severity == "required" or (lit.priority >= STRICT_MIN_PRIORITY
+                                          and identifier_shaped(lit.value))
+
+
+def source_texts(turns: Iterable[Turn]) -> Iterable[str]:
+    """The texts a summary of ``turns`` copies from: each turn's text, and its tool calls'
+    names, arguments (as JSON, keys included) and argument values."""
+    for turn in turns:
+        yield turn.text
+        for call in turn.tool_calls:
+            yield call.name
+            yield json.dumps(call.arguments, ensure_ascii=False, default=str)
+            yield from (text for _, text in scalar_leaves(call.arguments))
 
 
 def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:

@@ -89,6 +89,22 @@ def test_check_strict_makes_pinned_literals_required(capsys, tmp_path):
                "--rules", KINDS, "--strict")[0] == 1
 
 
+def test_check_fails_on_a_mutation_of_any_literal_and_says_which(capsys, tmp_path):
+    summary = tmp_path / "summary.txt"
+    summary.write_text("order #W2378165 asked about")  # the order id is not required here
+    code, out, _ = run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+                       "--rules", KINDS)
+    assert code == 1
+    assert out.splitlines()[-1].endswith(
+        "FAIL: '#W2378156' mutated into '#W2378165' (transposed digits)")
+    code, out, _ = run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+                       "--rules", KINDS, "--json")
+    assert code == 1 and json.loads(out) == {
+        "literal": "#W2378156", "status": "mutated", "rule": "kinds/order-key",
+        "required": False, "span": [6, 15], "resembles": "#W2378165",
+        "reason": "transposed digits"}
+
+
 def test_rules_test_and_lint_exit_codes(capsys):
     code, out, _ = run(capsys, "rules", "test", KINDS)
     assert code == 0 and "4 rule(s), 0 failing example(s)" in out

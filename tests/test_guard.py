@@ -185,6 +185,47 @@ def test_check_reports_mutations_of_any_vendors_summary(packs):
     assert [(f.value, f.status) for f in verdict.findings] == [(INVOICE, "mutated")]
 
 
+def test_check_fails_on_a_mutation_of_a_literal_that_was_not_required(packs):
+    # OTHER comes from the tool and the assistant: not required, yet a wrong copy of it is wrong
+    verdict = Firewall(packs).check(
+        conversation(), f"{INVOICE} was charged twice; INV-2025-08-44781 refunded it.")
+    assert not verdict.ok
+    assert [(f.value, f.status, f.resembles, f.required) for f in verdict.findings] == [
+        (INVOICE, "present", None, True), (OTHER, "mutated", "INV-2025-08-44781", False)]
+
+
+def test_check_a_string_the_conversation_holds_is_not_a_mutation(packs):
+    messages = conversation()
+    messages[3]["content"] = json.dumps({"order_id": "#W2378156", "replaces": "#W2378165"})
+    summary = f"{INVOICE}, {OTHER}, #W77: order #W2378156 replaces #W2378165."
+    fw = Firewall(packs)
+    assert "#W2378165" not in {lit.value for lit in fw.scan(messages)}  # not a literal: a string
+    assert fw.check(messages, summary, strict=True).ok
+    assert not fw.check(messages, summary.replace("#W2378165", "#W2378516"), strict=True).ok
+
+
+def test_strict_requires_every_literal_worth_pinning_not_every_literal():
+    from firewall.guard import worth_pinning
+
+    messages = [
+        {"role": "user", "content": "Where is my order?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "get_order_details", "arguments": '{"order_id": "#W2378156"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({
+            "order_id": "#W2378156", "address": {"city": "Denver", "state": "CO",
+                                                 "country": "USA", "zip": "80202"},
+            "amount": 100, "payment_method_id": "credit_card_8897086"})},
+    ]
+    fw = Firewall()
+    found = {lit.value: lit for lit in fw.scan(messages)}
+    assert {"CO", "USA", "100", "#W2378156", "credit_card_8897086"} <= set(found)
+    strict = {value for value, lit in found.items() if worth_pinning(lit)}
+    assert strict == {"#W2378156", "credit_card_8897086", "80202"}
+    summary = "Order #W2378156 (paid with credit_card_8897086) ships to 80202."
+    assert fw.check(messages, summary, strict=True).ok
+    assert not fw.check(messages, summary.replace(" to 80202", ""), strict=True).ok
+
+
 def test_placeholders_keep_secrets_from_the_summarizer(packs):
     messages = conversation()
     messages.insert(2, {"role": "user", "content": "my card is 4242 4242 4242 4242"})
