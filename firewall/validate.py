@@ -403,6 +403,16 @@ def _tokens(summary: str) -> list[tuple[int, int]]:
     return out
 
 
+def _enclosing_token(summary: str, start: int, end: int) -> str:
+    """The token of ``summary`` around ``[start, end)``, e.g. ``#W1234`` around ``W1234``."""
+    while start and not _BREAK.match(summary, start - 1):
+        start -= 1
+    while end < len(summary) and not _BREAK.match(summary, end):
+        end += 1
+    token = summary[start:end].lstrip(_STRIP_HEAD).rstrip(_STRIP_TAIL)
+    return token or summary[start:end]
+
+
 def _is_gap(text: str) -> bool:
     return all(c.isspace() or c in "—―" for c in text)
 
@@ -476,7 +486,7 @@ def validate(
                 break
             end = tokens[j][1]
             raw = summary[start:end]
-            if flats[pos] == acc and raw not in known_set:
+            if flats[pos] == acc and token_flats[j] and raw not in known_set:  # "W1 -": "W1"
                 for t in by_flat[acc]:
                     m = _normalised_match(raw, t)
                     if m:
@@ -524,7 +534,8 @@ def validate(
             continue  # a word inside a longer word ("pending" in "spending") is another word
         for span in glued:  # an identifier running into a letter or digit: an extended copy
             raw = summary[span[0]:span[1]]
-            if raw not in known_set and not in_source(raw):
+            if raw not in known_set and not in_source(raw) \
+                    and not in_source(_enclosing_token(summary, *span)):
                 per_value[value].append((4, span, "edited"))
 
     findings: list[Finding] = []

@@ -188,6 +188,11 @@ def test_a_near_miss_of_a_known_literal_that_is_not_required_fails_the_verdict()
     ("DateTime", "It parses a datetime.", "import datetime.\nclass DateTime: ..."),
     # a whole multi-token window of the span
     (INV, "Filed as INV 2025 08 44719 by the bank.", "bank ref: INV 2025 08 44719, "),
+    # the literal glued into a longer token of the source (#W9502127 holds 9502127)
+    ("9502127", "Order #W9502127 shipped.", "user: my order #W9502127"),
+    ("./src/rules/L0", "ran cat ./src/rules/L028.py", "grep x ./src/rules/L0*.py; cat ./src/rules/L028.py"),
+    # a separator-only token after the copy is not part of it
+    (ORDER, "Order W2378156 - shipped.", "the order W2378156 - shipped"),
 ])
 def test_a_whole_token_of_the_source_is_copied_not_mutated(literal: str, summary: str,
                                                            source: str) -> None:
@@ -207,6 +212,11 @@ def test_a_piece_of_a_longer_source_token_is_still_a_mutation(summary: str, sour
     literal = PATH if "src" in summary else INV
     verdict = validate(summary, [], known=[literal], source=[source])
     assert [f.status for f in verdict.findings] == ["mutated"]
+
+
+def test_a_window_never_ends_in_a_separator_only_token() -> None:
+    verdict = validate("Order W2378156 - shipped.", [ORDER])
+    assert [f.resembles for f in verdict.mutated] == ["W2378156"]
 
 
 def test_occurs_is_the_present_test() -> None:
