@@ -208,13 +208,28 @@ def _report_line(report: dict[str, Any]) -> str:
     if not report["compacted"]:
         return f"\n[{report['id']}] not compacted: {report.get('error', 'unknown reason')}; " \
                f"the conversation is unchanged ({report['pinned']} literal(s) pinned)"
-    text = (f"\n[{report['id']}] {report['pinned']} literal(s) pinned: {report['in_summary']} "
-            f"kept in the summary, {report['reinjected']} re-injected, {report['mutated']} "
-            f"mutated, {report['evicted']} evicted, {report['reasked']} re-ask(s); "
+    text = (f"\n[{report['id']}] {report['pinned']} literal(s) pinned, {report['reasked']} "
+            f"re-ask(s); literals by status: {status_counts(report)}; "
             f"{report['tokens_before']} -> {report['tokens_after']} tokens")
     if report.get("audit_id"):
         text += f"; audit record {report['audit_id'][:12]}"
     return text
+
+
+def status_counts(counts: dict[str, int]) -> str:
+    """``in_summary 13, kept_verbatim 8``: the literals of one record counted by status, the
+    same names and order in ``compact``'s report and in ``audit list``."""
+    from .audit import STATUSES
+
+    return ", ".join(f"{status} {counts[status]}" for status in STATUSES
+                     if counts.get(status)) or "none"
+
+
+def _statuses_help() -> str:
+    from .audit import STATUS_MEANINGS
+
+    return ("Each literal of a compaction (pinned, or evicted by the budget) is counted once, "
+            "by status: " + "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()) + ".")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -284,8 +299,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.audit_command == "list":
         rows = [(s.id[:12], s.conversation_id, s.compaction, s.created_at.isoformat(
             timespec="seconds"), s.outcome, s.turns_compacted,
-            f"{s.tokens_before}->{s.tokens_after}",
-            ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())))
+            f"{s.tokens_before}->{s.tokens_after}", status_counts(s.statuses))
             for s in log.list(limit=args.limit, conversation_id=args.conversation)]
         _out(_table(rows, ("id", "conversation", "#", "created", "outcome", "turns", "tokens",
                            "literals")))
@@ -358,7 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
     scan.set_defaults(func=cmd_scan)
 
-    compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
+    compact = sub.add_parser("compact", help="compact a conversation with pinned literals",
+                             description="Compact each conversation: summary, ledger block, "
+                                         "verbatim tail. The report line counts literals by "
+                                         "status, as `audit list` does. " + _statuses_help())
     compact.add_argument("file")
     _add_rules_option(compact)
     add_tokens_option(compact, "auto")
@@ -405,7 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = sub.add_parser("audit", help="read the audit log of compactions")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True)
-    listing = audit_sub.add_parser("list", help="recent compactions")
+    listing = audit_sub.add_parser("list", help="recent compactions",
+                                   description="Recent compactions, newest first; the literals "
+                                               "column counts them by status, as compact's "
+                                               "report does. " + _statuses_help())
     listing.add_argument("--limit", type=int, default=20)
     listing.add_argument("--conversation", help="only this conversation id")
     show = audit_sub.add_parser("show", help="one record in full (id or prefix)")

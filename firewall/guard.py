@@ -14,12 +14,12 @@ import json
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
-from .audit import AuditRecord, open_audit_log
+from .audit import STATUSES, AuditRecord, open_audit_log
 from .compose import Span, choose_span, compose
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner, scalar_leaves
@@ -75,16 +75,12 @@ class CompactionResult:
     audit_error: str | None = None
 
     def report(self) -> dict[str, int]:
-        statuses = [lit.status for lit in self.record.literals]
-        return {
-            "pinned": len(self.ledger),
-            "in_summary": sum(lit.in_summary for lit in self.record.literals),
-            "reasked": max(0, len(self.attempts) - 1),
-            "mutated": sum(s.startswith("mutated") for s in statuses),
-            "reinjected": sum(lit.in_ledger for lit in self.record.literals),
-            "evicted": statuses.count("evicted"),
-            "kept_verbatim": statuses.count("kept_verbatim"),
-        }
+        """``pinned`` (ledger entries), ``reasked`` (summarizer calls after the first), then
+        each literal of the audit record counted once, by its status, under the names
+        ``firewall audit list`` shows (see ``firewall.audit.STATUSES``)."""
+        counts = Counter(lit.status for lit in self.record.literals)
+        return {"pinned": len(self.ledger), "reasked": max(0, len(self.attempts) - 1),
+                **{status: counts[status] for status in STATUSES}}
 
 
 @dataclass

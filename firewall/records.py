@@ -4,6 +4,9 @@ Each pinned literal gets one status, by precedence: ``opaque`` (the summary cann
 ``mutated_repaired`` / ``mutated_unrepaired`` (the summary wrote a near miss), ``in_summary``,
 ``kept_verbatim`` (in text the model still sees verbatim: the tail, kept turns, or the whole
 conversation when nothing was compacted), else ``reinjected`` (only the ledger carries it).
+A literal the budget evicted from the ledger gets the same precedence, ending in ``evicted``
+instead of ``reinjected``: only one the context no longer holds is ``evicted`` (the eviction is
+in its ``detail`` either way), and it keeps the turn of its first sighting.
 """
 
 from __future__ import annotations
@@ -79,11 +82,25 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             in_ledger=injected, in_tail=value in verbatim,
             detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
     for eviction in evicted:
+        value = eviction.value
+        in_summary = summary is not None and value in summary
+        finding = mutated.get(value)
+        if finding is not None:  # out of the ledger, and the summary holds a wrong copy
+            status = "mutated_repaired" if repaired else "mutated_unrepaired"
+        elif in_summary:  # out of the ledger, still in the context
+            status = "in_summary"
+        elif value in verbatim:
+            status = "kept_verbatim"
+        else:
+            status = "evicted"
+        detail = f"evicted from the ledger ({eviction.reason})"
+        if finding is not None:
+            detail = f"summary wrote {finding.resembles!r} ({finding.reason}); {detail}"
         outcomes.append(dict(
-            value=eviction.value, rule=eviction.rule, role=eviction.role, turn=0,
-            sensitive=eviction.sensitive or any(s in eviction.value for s in secrets),
-            status="evicted", in_summary=summary is not None and eviction.value in summary,
-            in_tail=eviction.value in verbatim, detail=eviction.reason))
+            value=value, rule=eviction.rule, role=eviction.role,
+            turn=max(eviction.turn or 0, 0), status=status,
+            sensitive=eviction.sensitive or any(s in value for s in secrets),
+            in_summary=in_summary, in_tail=value in verbatim, detail=detail))
     return LiteralOutcome.many(outcomes, key=key)
 
 

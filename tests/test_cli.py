@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 
-from firewall.cli import main
+from firewall.cli import build_parser, main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINIMAL = str(FIXTURES / "packs" / "valid" / "minimal.yaml")
@@ -103,6 +103,22 @@ def test_check_fails_on_a_mutation_of_any_literal_and_says_which(capsys, tmp_pat
         "literal": "#W2378156", "status": "mutated", "rule": "kinds/order-key",
         "required": False, "span": [6, 15], "resembles": "#W2378165",
         "reason": "transposed digits"}
+
+
+def test_compact_report_and_audit_list_count_the_same_literals_by_the_same_names(capsys,
+                                                                                tmp_path):
+    db = str(tmp_path / "audit.db")
+    code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", KINDS, "--rules", MINIMAL,
+                       "--keep-last", "1", "--audit-db", db)
+    reported = out.rsplit("literals by status: ", 1)[1].split(";")[0]
+    code, out, _ = run(capsys, "audit", "list", "--audit-db", db)
+    listed = out.splitlines()[2].split("  ")[-1].strip()
+    assert code == 0 and reported == listed and "in_summary" in listed
+    help_text = build_parser()._subparsers._group_actions[0].choices["compact"].format_help()
+    assert "kept_verbatim: in the turns kept verbatim" in " ".join(help_text.split())
+    from firewall.audit import STATUS_MEANINGS, STATUSES
+
+    assert tuple(STATUS_MEANINGS) == STATUSES  # the help explains every status, in order
 
 
 def test_rules_test_and_lint_exit_codes(capsys):

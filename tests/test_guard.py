@@ -369,3 +369,37 @@ def test_compactions_of_one_conversation_running_at_once_get_distinct_numbers(pa
     # and without a log to count from, a firewall still numbers them in order
     bare = Firewall(packs, keep_last=2)
     assert [bare.compact(conversation()).record.compaction for _ in range(3)] == [1, 2, 3]
+
+
+def test_report_counts_each_literal_once_by_its_audit_status(packs):
+    from firewall.audit import STATUSES
+
+    fillers = [f"#W{i:07d}" for i in range(40)]
+    messages = conversation()
+    messages[3]["content"] = json.dumps({"order_id": "#W77", "item_ids": fillers})
+    result = Firewall(packs, keep_last=2, budget_tokens=80).compact(
+        messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
+    report = result.report()
+    assert list(report) == ["pinned", "reasked", *STATUSES]
+    statuses = [lit.status for lit in result.record.literals]
+    assert {s: report[s] for s in STATUSES} == {s: statuses.count(s) for s in STATUSES}
+    assert report["evicted"] and report["in_summary"] == 1 and report["reinjected"]
+
+
+def test_an_evicted_literal_keeps_its_turn_and_is_evicted_only_if_the_context_lost_it(packs):
+    fillers = [f"#W{i:07d}" for i in range(40)]
+    messages = conversation()
+    messages[3]["content"] = json.dumps({"order_id": "#W77", "item_ids": fillers})
+    # the tail repeats the first half of the ids
+    messages[-1]["content"] = "Checking " + json.dumps({"item_ids": fillers[:20]})
+    result = Firewall(packs, keep_last=2, budget_tokens=80).compact(
+        messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
+    dropped = {lit.value: lit for lit in result.record.literals
+               if (lit.detail or "").startswith("evicted from the ledger")}
+    assert {e.value for e in result.ledger.evictions} == set(dropped)
+    assert {lit.turn for lit in dropped.values()} == {3}  # the tool result, not turn 0
+    in_tail = {v for v in dropped if v in fillers[:20]}
+    assert in_tail and len(in_tail) < len(dropped)
+    assert {v: dropped[v].status for v in dropped} == {
+        v: "kept_verbatim" if v in in_tail else "evicted" for v in dropped}
+    assert all(dropped[v].in_tail for v in in_tail)
