@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import secrets
 import threading
 import time
@@ -42,6 +43,8 @@ NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall r
 STRICT_MIN_PRIORITY = 50
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
+_SUMMARY_HEADER = re.compile(r"Summary of the earlier conversation \(turns (\d+)-(\d+)\), "
+                             r"compacted:\s*")
 INSTRUCTIONS = (
     "Summarize the conversation above for an agent that will continue it: keep the user's "
     "goal, what was done, what was decided and what is still open.")
@@ -83,6 +86,48 @@ class CompactionResult:
                 **{status: counts[status] for status in STATUSES}}
 
 
+@dataclass(frozen=True)
+class Earlier:
+    """A compaction this conversation already went through, found by its genuine ledger block:
+    the summary at turn ``summary_turn`` and the block at ``block_turn`` (the same turn when
+    one message holds both) stand for turns ``first``-``last`` of the original numbering, and
+    ``body`` is that summary without its header and the block. Turns after the block continue
+    that numbering (turns an earlier ``keep_source`` kept verbatim are counted as following it).
+    """
+
+    summary_turn: int
+    block_turn: int
+    first: int
+    last: int
+    body: str
+
+    @property
+    def shift(self) -> int:
+        """Added to a conversation index after the block to give its original turn number."""
+        return self.last - self.block_turn
+
+
+def earlier_compaction(turns: Sequence[Turn], ledger: Ledger) -> Earlier | None:
+    """The compaction whose summary and genuine ledger block head ``turns``, if any."""
+    for b, turn in enumerate(turns):
+        blocks = find_blocks(turn.text, ledger.nonce, ledger.key) if turn.text else []
+        if blocks:
+            break
+    else:
+        return None
+    for a in (b, b - 1):
+        if a < 0:
+            continue
+        text = turns[a].text
+        if a == b:  # one message holds the summary and the block: keep the summary's text
+            for start, end in reversed(blocks):
+                text = text[:start] + text[end:]
+        m = _SUMMARY_HEADER.match(text)
+        if m:
+            return Earlier(a, b, int(m.group(1)), int(m.group(2)), text[m.end():].strip())
+    return None
+
+
 @dataclass
 class _Plan:
     """Everything the loop needs, computed before the first summarizer call."""
@@ -95,8 +140,20 @@ class _Plan:
     compaction: int
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
+    request_turns: list[Turn]  # the span as the summarizer sees it (an earlier summary cleaned)
     source: list[str]  # the span's texts: what the summary may copy (see validate)
+    earlier: Earlier | None = None  # the compaction this one continues, at the span's start
     summarizer: Any = None  # per call: concurrent compactions may use different ones
+
+    def number(self, index: int) -> int:
+        """The turn number of a conversation index, in the numbering of the first compaction."""
+        e = self.earlier
+        return index + e.shift if e is not None and index > e.block_turn else index
+
+    def index(self, turn: int) -> int:
+        """The conversation index of a turn number (the inverse of ``number``)."""
+        e = self.earlier
+        return turn - e.shift if e is not None and turn > e.last else turn
 
     @property
     def span_tokens(self) -> int:
@@ -221,8 +278,21 @@ class Firewall:
         span = choose_span(conversation.turns,
                            self.keep_last if keep_last is None else keep_last, self.keep_tokens)
         number = compaction or self.next_compaction(ledger.conversation_id)
-        pinned = self.pin(ledger, conversation.turns[span.start:span.end], offset=span.start,
-                          compaction=number)
+        # Re-compaction: the earlier summary and ledger are ours, not sources; the summarizer
+        # gets that summary without its header and block, and new turns keep the first
+        # compaction's numbering.
+        earlier = earlier_compaction(conversation.turns, ledger)
+        if earlier is not None and not (span.start == earlier.summary_turn < span.end):
+            earlier = None
+        request_turns = conversation.turns[span.start:span.end]
+        scan_from = span.start
+        if earlier is not None:
+            scan_from = min(earlier.block_turn + 1, span.end)
+            own = conversation.turns[earlier.summary_turn]
+            request_turns = [Turn(role=own.role, text=earlier.body)] + \
+                conversation.turns[scan_from:span.end]
+        pinned = self.pin(ledger, conversation.turns[scan_from:span.end],
+                          offset=scan_from + (earlier.shift if earlier else 0), compaction=number)
         kept = set(ledger.values())
         required = [l for l in pinned.literals if self.is_required(l) and l.value in kept]
         placeholders = None
@@ -231,8 +301,8 @@ class Firewall:
             placeholders.add(e.value for e in ledger.entries if e.sensitive)
             placeholders.add(l.value for l in pinned.literals if l.sensitive)
         return _Plan(conversation, span, pinned, ledger, required, number, placeholders,
-                     [count_tokens(t.text) for t in conversation.turns],
-                     list(source_texts(conversation.turns[span.start:span.end])))
+                     [count_tokens(t.text) for t in conversation.turns], request_turns,
+                     list(source_texts(request_turns)), earlier)
 
     def next_compaction(self, conversation_id: str, fallback: int = 1) -> int:
         """The number of the next compaction of a conversation: after the audit log's last one
@@ -255,7 +325,7 @@ class Firewall:
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
         mask = plan.mask
-        turns = plan.conversation.turns[plan.span.start:plan.span.end]
+        turns = plan.request_turns
         if plan.placeholders:
             turns = [plan.placeholders.mask_turn(t) for t in turns]
         required = tuple(RequiredLiteral(mask(l.value), l.rule, _snippet(plan, l))
@@ -324,12 +394,12 @@ class Firewall:
         if not usable:  # the summarizer failed: leave the conversation as it was
             error = last.error or "; ".join(last.problems)
             return self._result(plan, attempts, None, keep=set(), error=error)
-        summary, keep = last.summary, {t.turn for t in plan.pinned.timeouts}
+        summary, keep = last.summary, {plan.index(t.turn) for t in plan.pinned.timeouts}
         if not last.ok and self.policy == "repair":
             summary = _repair(summary, last.verdict)
         elif not last.ok and self.policy == "keep_source":
             lost = {f.value for f in _failures(last.verdict)}
-            keep |= {l.turn for l in plan.required if l.value in lost}
+            keep |= {plan.index(l.turn) for l in plan.required if l.value in lost}
         return self._result(plan, attempts, summary, keep=keep, error=None)
 
     def _result(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
@@ -340,7 +410,7 @@ class Firewall:
             messages = [t.raw for t in conversation.turns if t.raw is not None]
             composed_text = None
         else:
-            header = SUMMARY_HEADER.format(first=span.start, last=span.end - 1)
+            header = SUMMARY_HEADER.format(first=_first_turn(plan), last=plan.number(span.end - 1))
             composed_text = f"{header}\n\n{summary}"
             messages = compose(conversation, span, composed_text, block, keep)
         verdict = attempts[-1].verdict if attempts else None
@@ -367,7 +437,8 @@ class Firewall:
         return build_record(
             self, plan.ledger, vendor_path=getattr(plan.summarizer, "vendor_path", "client"),
             summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,
-            compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
+            compaction=plan.compaction,
+            span=(_first_turn(plan), plan.number(span.end - 1)) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
             evicted=plan.pinned.evicted, attempts=attempts, compacted=summary is not None,
@@ -473,6 +544,11 @@ def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
     return find_blocks(text, ledger.nonce, ledger.key)
 
 
+def _first_turn(plan: _Plan) -> int:
+    """The first turn a summary covers: an earlier summary's first, when it continues one."""
+    return plan.earlier.first if plan.earlier is not None else plan.span.start
+
+
 def _failures(verdict: Verdict | None) -> list[Any]:
     return [] if verdict is None else list(verdict.missing) + list(verdict.mutated)
 
@@ -480,7 +556,7 @@ def _failures(verdict: Verdict | None) -> list[Any]:
 def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
     """Source text around a literal, masked before it is cut: a secret cut in half by the
     window would no longer be recognised, and would leak."""
-    turn = plan.conversation.turns[lit.turn]
+    turn = plan.conversation.turns[plan.index(lit.turn)]
     text = plan.mask(turn.text) if lit.field == "text" else ""
     at = text.find(plan.mask(lit.value))
     if at < 0:

@@ -403,3 +403,29 @@ def test_an_evicted_literal_keeps_its_turn_and_is_evicted_only_if_the_context_lo
     assert {v: dropped[v].status for v in dropped} == {
         v: "kept_verbatim" if v in in_tail else "evicted" for v in dropped}
     assert all(dropped[v].in_tail for v in in_tail)
+
+
+def test_recompaction_keeps_one_turn_numbering_and_never_quotes_its_own_summary(packs):
+    fw = Firewall(packs, keep_last=2)
+    messages = conversation()
+    first = fw.compact(messages, summarizer=ScriptedSummarizer([f"Asked about {INVOICE}."]))
+    before = {e.value: (e.first_seen, e.role) for e in first.ledger.entries}
+    assert before[OTHER] == (3, "tool")
+    new_invoice = "INV-2025-09-00001"
+    later = first.messages + [{"role": "user", "content": f"Now {new_invoice} please."},
+                              {"role": "assistant", "content": "Looking."}]
+    scripted = ScriptedSummarizer([f"Asked about {INVOICE}, then {new_invoice}."])
+    second = fw.compact(later, summarizer=scripted, keep_last=1, ledger=first.ledger)
+    after = {e.value: (e.first_seen, e.role) for e in second.ledger.entries}
+    # earlier entries keep their provenance: our summary did not make them user-typed, turn 1
+    assert {v: after[v] for v in before} == before
+    # the new message is turn 7 of the original numbering (it follows the 7 original messages)
+    assert after[new_invoice] == (len(messages), "user")
+    assert second.record.span == (1, len(messages))
+    assert second.summary.startswith(
+        f"Summary of the earlier conversation (turns 1-{len(messages)}), compacted:")
+    # the summarizer saw the earlier summary's text, not its header nor the ledger block
+    sent = [t.text for t in scripted.calls[0].turns]
+    assert sent[0] == f"Asked about {INVOICE}."
+    assert not any("Summary of the earlier" in t or "<<<ledger" in t for t in sent)
+    assert second.summary.count("Summary of the earlier conversation") == 1
