@@ -151,6 +151,8 @@ class LiteralOutcome(_Model):
     in_tail: bool = False
     sensitive: bool = False
     detail: str | None = None
+    mixed_script: bool = Field(False, description="look-alike letters beside Latin ones "
+                                                  "(АBC123X with a Cyrillic А): a spoofing signal")
 
     @model_validator(mode="after")
     def _value_iff_not_sensitive(self) -> LiteralOutcome:
@@ -551,10 +553,13 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             PRIMARY KEY (record_id, position)
         )""",
     )),
+    ("m002_literal_mixed_script", (
+        "ALTER TABLE literals ADD COLUMN mixed_script INTEGER NOT NULL DEFAULT 0",
+    )),
 ]
 
 _LITERAL_COLUMNS = ("value", "value_hash", "rule", "role", "turn", "status", "in_summary",
-                    "in_ledger", "in_tail", "sensitive", "detail")
+                    "in_ledger", "in_tail", "sensitive", "detail", "mixed_script")
 _SUMMARY_COLUMNS = ("id", "conversation_id", "compaction", "created_at", "policy", "vendor_path",
                     "outcome", "turns_compacted", "tokens_before", "tokens_after", "ledger_tokens")
 

@@ -14,6 +14,7 @@ from .hooks import add_hooks_commands
 from .suggest import add_suggest_command
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
 
 
 def _packs(args: argparse.Namespace, *, strict: bool = True):
@@ -65,13 +66,15 @@ def cmd_scan(args: argparse.Namespace) -> int:
             # the conversation id is always there: a streamed file's length is not known upfront
             record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule, "turn": lit.turn, "role": lit.role,
                       "tool": lit.tool, "field": lit.field, "start": lit.start, "end": lit.end,
-                      "sensitive": lit.sensitive, "count": lit.count}
+                      "sensitive": lit.sensitive, "count": lit.count,
+                      "mixed_script": lit.mixed_script}
             if args.json:
                 _out(json.dumps(record, ensure_ascii=False))
             else:
-                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role, lit.tool))
+                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role, lit.tool,
+                             MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
     if not args.json:
-        _out(_table(rows, ("conversation", "literal", "rule", "turn", "role", "tool")))
+        _out(_table(rows, ("conversation", "literal", "rule", "turn", "role", "tool", "note")))
         _out(f"\n{len(rows)} literal(s)")
     return EXIT_FAIL if failed else EXIT_OK
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
                     installation_key)
+from .confusables import mixed_script
 from .errors import AuditError
 from .ledger import Eviction, Ledger
 from .tokens import count_tokens
@@ -79,7 +80,7 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
         outcomes.append(dict(
             value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
             turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
-            in_ledger=injected, in_tail=value in verbatim,
+            in_ledger=injected, in_tail=value in verbatim, mixed_script=mixed_script(value),
             detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
     for eviction in evicted:
         value = eviction.value
@@ -98,7 +99,7 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             detail = f"summary wrote {finding.resembles!r} ({finding.reason}); {detail}"
         outcomes.append(dict(
             value=value, rule=eviction.rule, role=eviction.role,
-            turn=max(eviction.turn or 0, 0), status=status,
+            turn=max(eviction.turn or 0, 0), status=status, mixed_script=mixed_script(value),
             sensitive=eviction.sensitive or any(s in value for s in secrets),
             in_summary=in_summary, in_tail=value in verbatim, detail=detail))
     return LiteralOutcome.many(outcomes, key=key)

@@ -60,6 +60,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal as TypingLiteral
 
+from .confusables import HOMOGLYPHS
+
 __all__ = ["Finding", "Verdict", "validate", "occurs", "REASONS"]
 
 Status = TypingLiteral["present", "missing", "mutated"]
@@ -134,15 +136,7 @@ _DASHES = "\u058a\u05be\u1400\u1806\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2
 # Invisible format characters (Unicode category Cf) that can sit inside a token unseen.
 _INVISIBLE = "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e" \
              "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
-# Homoglyphs NFKC leaves alone: Cyrillic and Greek letters drawn like Latin ones.
-_HOMOGLYPHS = {
-    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C",
-    "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S", "а": "a", "е": "e", "о": "o", "р": "p",
-    "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w",
-    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
-    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "ο": "o",
-}
-_FOLD = str.maketrans({**dict.fromkeys(_DASHES, "-"), **dict.fromkeys(_INVISIBLE), **_HOMOGLYPHS})
+_FOLD = str.maketrans({**dict.fromkeys(_DASHES, "-"), **dict.fromkeys(_INVISIBLE), **HOMOGLYPHS})
 
 _SEP_CHARS = r"\-_./\\:#@"
 _SEP_RUN = re.compile(rf"[\s{_SEP_CHARS}]+")

@@ -26,7 +26,18 @@ def test_scan_json_lines_carry_provenance_and_conversation_id(capsys):
     assert rows[0] == {"id": "c1", "literal": "#W2378156", "rule": "kinds/order-key", "turn": 2,
                        "role": "assistant", "tool": "get_order_details",
                        "field": "arguments.order_id", "start": 0, "end": 9, "sensitive": False,
-                       "count": 2}
+                       "count": 2, "mixed_script": False}
+
+
+def test_scan_flags_a_look_alike_id_as_mixed_script(capsys, tmp_path):
+    conversation = tmp_path / "c.json"
+    conversation.write_text(json.dumps([{"role": "user", "content":
+                                         "Why was INV-2025-08-4471\u0417 and \u0406NV-2025-08-44719 charged?"}]))
+    code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["literal"], r["mixed_script"]) for r in rows] == [("\u0406NV-2025-08-44719", True)]
+    code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL)
+    assert "mixed script: look-alike letters" in out
 
 
 def test_scan_table(capsys):

@@ -36,6 +36,39 @@ def test_regex_literal_group_keeps_exact_bytes_and_offsets(kinds):
     assert text[lit.start:lit.end] == lit.value
 
 
+def test_a_look_alike_id_is_pinned_like_its_latin_twin_and_flagged(kinds):
+    spoof = "\u0406NV-2025-08-44719"  # a Cyrillic capital I
+    text = f"Refund {spoof}, not INV-2025-08-44718."
+    found = {lit.value: lit for lit in kinds.scan([Turn("user", text)]).literals}
+    assert set(found) == {spoof, "INV-2025-08-44718"}
+    lit = found[spoof]
+    assert (lit.rule, lit.mixed_script, text[lit.start:lit.end]) == (
+        "billing/invoice-number", True, spoof)
+    assert not found["INV-2025-08-44718"].mixed_script
+    # a JSON value a json_key rule accepts once folded; the order id of a tool call too
+    call = ToolCall("get_order", {"order_id": "#W23\u041e8"})  # a Cyrillic O
+    (lit,) = kinds.scan([Turn("assistant", "", tool_calls=(call,))]).literals
+    assert (lit.value, lit.rule, lit.mixed_script) == ("#W23\u041e8", "kinds/order-key", True)
+
+
+def test_look_alike_letters_alone_are_another_script_not_a_spoof(kinds):
+    # Cyrillic words that fold to Latin letters, with no Latin letter or digit: not pinned
+    terms = pack_from("""
+name: words
+version: "1"
+rules:
+  - id: word
+    kind: regex
+    description: four capitals
+    pattern: '\\b[A-Z]{4}\\b'
+    examples:
+      match: [{text: 'CAPE', literals: ['CAPE']}]
+""")
+    assert values(Extractor([terms]).scan([Turn("user", "\u0421\u0410\u0420\u0415 CAPE")])) == [
+        "CAPE"]
+    assert values(Extractor([terms]).scan([Turn("user", "\u0421APE")])) == ["\u0421APE"]
+
+
 def test_keyword_prefilter_gates_the_rule_in_any_case(kinds):
     assert values(kinds.scan([Turn("user", "PROJ-1234 is broken")])) == []
     assert values(kinds.scan([Turn("user", "TICKET PROJ-1234 is broken")])) == ["PROJ-1234"]

@@ -429,3 +429,17 @@ def test_recompaction_keeps_one_turn_numbering_and_never_quotes_its_own_summary(
     assert sent[0] == f"Asked about {INVOICE}."
     assert not any("Summary of the earlier" in t or "<<<ledger" in t for t in sent)
     assert second.summary.count("Summary of the earlier conversation") == 1
+
+
+def test_a_mixed_script_literal_is_flagged_in_the_audit_record(packs, tmp_path):
+    spoof = "\u0406NV-2025-08-44719"  # a Cyrillic capital I
+    messages = conversation()
+    messages[1]["content"] = f"Why was invoice {spoof} charged twice?"
+    log = SQLiteAuditLog(tmp_path / "audit.db")
+    result = Firewall(packs, keep_last=2, audit=log).compact(
+        messages, summarizer=ScriptedSummarizer([f"{spoof} charged twice."]))
+    flags = {lit.value: lit.mixed_script for lit in result.record.literals}
+    assert flags[spoof] is True and flags[OTHER] is False
+    (summary, outcome), = log.find_literal(spoof)
+    assert outcome.mixed_script and outcome.status == "in_summary"
+    assert {lit.value: lit.mixed_script for lit in log.get(summary.id).literals} == flags
