@@ -203,6 +203,7 @@ def test_fixture_examples_pass_through_the_whole_engine():
     assert sum(r.examples for r in reports) == 8
 
 
+@pytest.mark.slow
 def test_fifty_megabyte_tool_result_is_scanned(kinds):
     text = ("x" * 1000 + " INV-2025-08-44719 ") * 50_000
     assert values(kinds.scan([Turn("tool", text)])) == ["INV-2025-08-44719"]
@@ -229,6 +230,7 @@ PREFILTER_PATTERNS = [r"(?<![\w#])#W\d{3,7}(?!\w)", r"\b[A-Z]{2,4}-\d{1,5}\b", r
                       r"(?>ab|a)c", r"[^]x]y(?=z)", r"(?i)inv-\d+"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="#W0123456789ABCDEFGHIJxyzakec=-_ ]\n", max_size=60))
 def test_relaxed_re2_prefilter_never_drops_a_match(text):
@@ -493,6 +495,7 @@ json_values = st.recursive(
     max_leaves=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):

@@ -253,6 +253,7 @@ SUMMARIES = st.one_of(st.text(max_size=200), st.just(""),
                                        "INV-2025-08-44791 #w77 INV\u20112025\u201108\u201144718"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(summary=SUMMARIES, keep_last=st.integers(0, 7),
        values=st.lists(st.from_regex(r"INV-20\d\d-\d\d-\d{5}", fullmatch=True), min_size=1,

@@ -36,6 +36,11 @@ PROPS = settings(max_examples=100, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
+def test_property_tests_draw_the_same_examples_on_every_run():
+    # derandomized by the suite's profile (conftest.py): a failure reproduces anywhere
+    assert settings.default.derandomize and PROPS.derandomize
+
+
 def _harness(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, ROOT / "fuzz" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -261,6 +266,7 @@ JSONL_BITS = [b'{"messages": ', b'[', b']', b'{', b'}', b'"role": "user"', b'"co
              min_size=1, max_size=3)
     .map(lambda docs: b"\n".join(json.dumps(d).encode() for d in docs)),
 ))
+@pytest.mark.slow
 def test_read_conversations_raises_only_conversation_error(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("conv") / "input.jsonl"
     path.write_bytes(data)

@@ -199,6 +199,7 @@ def test_odd_turns():
     assert "\udcff" in ExtractiveSummarizer().summarize(reask(turns, ["\udcff\udcfe"])).text
 
 
+@pytest.mark.slow
 def test_huge_tool_results_are_fast():
     filler = '{"sku": "1234567890", "qty": 1}, '
     blob = '{"order_id": "#W9", "items": [' + filler * 1_600_000 + '{"sku": "LAST-42"}]}'
