@@ -237,6 +237,25 @@ def test_placeholders_keep_secrets_from_the_summarizer(packs):
     assert "card 4242 4242 4242 4242 on file" in result.summary
 
 
+def test_placeholders_are_restored_to_exactly_their_own_secrets(packs):
+    cards = ["4242 4242 4242 4242", "4000 0566 5566 5556"]
+    messages = conversation()
+    messages.insert(2, {"role": "user", "content": f"my cards are {cards[0]} and {cards[1]}"})
+    sent = {}
+
+    def summarize(request):
+        masked = next(t.text for t in request.turns if t.text.startswith("my cards are"))
+        sent["names"] = re.findall(r"\[\[SECRET_\d+\]\]", masked)  # in the order of cards
+        a, b = sent["names"]
+        return f"{INVOICE}; second card {b}, first card {a}, again {b}."
+
+    result = Firewall(packs, keep_last=2, placeholders=True).compact(
+        messages, summarizer=ScriptedSummarizer([summarize]))
+    assert len(set(sent["names"])) == 2
+    body = result.summary.split("\n\n", 1)[1]
+    assert body == f"{INVOICE}; second card {cards[1]}, first card {cards[0]}, again {cards[1]}."
+
+
 def test_damaged_placeholder_is_reasked(packs):
     messages = conversation()
     messages.insert(2, {"role": "user", "content": "my card is 4242 4242 4242 4242"})
@@ -444,3 +463,51 @@ def test_a_mixed_script_literal_is_flagged_in_the_audit_record(packs, tmp_path):
     (summary, outcome), = log.find_literal(spoof)
     assert outcome.mixed_script and outcome.status == "in_summary"
     assert {lit.value: lit.mixed_script for lit in log.get(summary.id).literals} == flags
+
+
+def _tool_results_follow_their_calls(messages) -> bool:
+    """What vendor APIs require: every tool result answers a call made before it."""
+    called = set()
+    for message in messages:
+        called |= {c["id"] for c in message.get("tool_calls") or ()}
+        if message.get("role") == "tool" and message["tool_call_id"] not in called:
+            return False
+    return True
+
+
+def test_keep_source_keeps_a_tool_result_with_its_call(packs):
+    # OTHER is first seen in the tool result (turn 3): keeping that turn keeps its call too
+    fw = Firewall(packs, keep_last=2, required="all", policy="keep_source", max_retries=0)
+    messages = conversation()
+    result = fw.compact(messages, summarizer=ScriptedSummarizer([f"{INVOICE}; #W77."]))
+    assert result.compacted
+    kept = [m for m in result.messages if m in messages[1:5]]
+    assert kept == [messages[2], messages[3]]  # the call, then its result; not the others
+    assert _tool_results_follow_their_calls(result.messages)
+
+
+@pytest.mark.parametrize("role, kept_turns", [("tool", [2, 3]), ("assistant", [2, 3, 4])])
+def test_a_turn_kept_for_a_rule_timeout_keeps_its_tool_pair(role, kept_turns):
+    from firewall.extract import Extractor
+    from firewall.packs import Pack, parse_pack
+
+    spec = parse_pack(f"""
+name: refs
+version: "1"
+rules:
+  - id: ref
+    kind: regex
+    description: order references, in {role} turns only
+    pattern: '#W\\d+|\\bINV-[\\d-]+'
+    roles: [{role}]
+    examples:
+      match: [{{text: 'see INV-2025-08-44718', literals: ['INV-2025-08-44718']}}]
+""")
+    pack = Pack(name=spec.name, version=spec.version, rules=tuple(spec.rules), owners=("refs",))
+    fw = Firewall([pack], keep_last=2)
+    fw.extractor = Extractor([pack], timeout=0, timeout_per_mb=0)  # every match runs out of time
+    messages = conversation()
+    result = fw.compact(messages, summarizer=ScriptedSummarizer(["Two charges were checked."]))
+    assert result.compacted
+    assert [i for i, m in enumerate(messages) if 0 < i < 5 and m in result.messages] == kept_turns
+    assert _tool_results_follow_their_calls(result.messages)

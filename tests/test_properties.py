@@ -522,10 +522,8 @@ def test_checksum_rule_on_superscript_digits_does_not_raise():
     [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": [], "content": "x"}]}],
 ])
 def test_unhashable_tool_call_id_is_a_conversation_error(doc):
-    try:
+    with pytest.raises(ConversationError, match="expected a string id, got (list|dict)"):
         parse_messages(doc)
-    except ConversationError:
-        pass
 
 
 def test_anthropic_text_block_with_non_string_text_is_a_conversation_error():
