@@ -3,6 +3,7 @@
 import asyncio
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -379,12 +380,10 @@ def test_compactions_of_one_conversation_running_at_once_get_distinct_numbers(pa
         both_asked.wait()
         return f"About {INVOICE}."
 
-    threads = [threading.Thread(target=fw.compact, args=(conversation(),),
-                                kwargs={"summarizer": summarizer}) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(2) as pool:  # .result() re-raises what a thread raised
+        results = [f.result(60) for f in [pool.submit(fw.compact, conversation(),
+                                                      summarizer=summarizer) for _ in range(2)]]
+    assert all(r.compacted for r in results)  # both summarizers passed the barrier
     assert sorted(r.compaction for r in log.export()) == [1, 2]
     # and without a log to count from, a firewall still numbers them in order
     bare = Firewall(packs, keep_last=2)
