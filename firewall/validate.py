@@ -149,7 +149,7 @@ _HEX = re.compile(r"[0-9a-f]+")
 # Tokens keep -_/.:#@ (and most other punctuation) inside; these split them.
 _BREAKS = r"\s()\[\]{}<>\"'`‘’‚“”„«»‹›,;|!?=&*—―"
 _TOKEN = re.compile(rf"[^{_BREAKS}]+")
-_BREAK = re.compile(rf"[{_BREAKS}]")
+TOKEN_BREAK = re.compile(rf"[{_BREAKS}]")  # what ends a token (a summarizer cuts only there)
 _STRIP_HEAD = ":…"
 _STRIP_TAIL = ".:…"
 
@@ -399,9 +399,9 @@ def _tokens(summary: str) -> list[tuple[int, int]]:
 
 def _enclosing_token(summary: str, start: int, end: int) -> str:
     """The token of ``summary`` around ``[start, end)``, e.g. ``#W1234`` around ``W1234``."""
-    while start and not _BREAK.match(summary, start - 1):
+    while start and not TOKEN_BREAK.match(summary, start - 1):
         start -= 1
-    while end < len(summary) and not _BREAK.match(summary, end):
+    while end < len(summary) and not TOKEN_BREAK.match(summary, end):
         end += 1
     token = summary[start:end].lstrip(_STRIP_HEAD).rstrip(_STRIP_TAIL)
     return token or summary[start:end]
@@ -421,7 +421,8 @@ def _whole_token_in(text: str, raw: str) -> bool:
             s -= 1
         if e < len(text) and text[e] in _STRIP_TAIL:
             e += 1
-        if (s == 0 or _BREAK.match(text, s - 1)) and (e == len(text) or _BREAK.match(text, e)):
+        if (s == 0 or TOKEN_BREAK.match(text, s - 1)) and \
+                (e == len(text) or TOKEN_BREAK.match(text, e)):
             return True
         i = text.find(raw, i + 1)
     return False

@@ -285,3 +285,20 @@ def test_scripted_async_and_validation():
     assert s.summarize(request()).text == "only" and len(s.calls) == 2
     with pytest.raises(ValueError):
         ScriptedSummarizer([])
+
+
+@pytest.mark.parametrize("argument", [
+    "python -m pytest pvlib/tests/test_irradiance.py::test_sky_diffuse_zenith_close_to_90[perez] -q",
+    "pvlib/tests/test_irradiance.py::test_sky_diffuse_zenith_close_to_90_in_a_very_long_node_id",
+])
+def test_a_clipped_value_never_holds_a_truncated_token(argument):
+    # a value cut inside an ID would write a wrong, shorter one: cut between tokens, or drop it
+    from firewall.guard import source_texts
+    from firewall.validate import validate
+
+    literal = argument.split()[3] if " " in argument else argument
+    turns = (Turn("user", "Run the failing test."),
+             Turn("assistant", "", tool_calls=(ToolCall("bash", {"command": argument}),)))
+    summary = ExtractiveSummarizer().summarize(request(turns)).text
+    assert "called bash(command=" in summary and len(argument) > 80
+    assert validate(summary, [], known=[literal], source=list(source_texts(turns))).ok
