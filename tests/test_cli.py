@@ -31,8 +31,8 @@ def test_scan_json_lines_carry_provenance_and_conversation_id(capsys):
 
 def test_scan_flags_a_look_alike_id_as_mixed_script(capsys, tmp_path):
     conversation = tmp_path / "c.json"
-    conversation.write_text(json.dumps([{"role": "user", "content":
-                                         "Why was INV-2025-08-4471\u0417 and \u0406NV-2025-08-44719 charged?"}]))
+    text = "Why was INV-2025-08-4471\u0417 and \u0406NV-2025-08-44719 charged?"
+    conversation.write_text(json.dumps([{"role": "user", "content": text}]))
     code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL, "--json")
     rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["literal"], r["mixed_script"]) for r in rows] == [("\u0406NV-2025-08-44719", True)]

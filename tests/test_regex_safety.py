@@ -2,10 +2,10 @@
 flagged by ``firewall rules lint`` and bounded by the engine's timeout, failing closed.
 
 The time limits here are hang guards, not speed targets: a linear rule scans 1 MB in tens of
-milliseconds, a backtracking one does not finish in minutes. Where a test measures, it measures
-its own thread's CPU time, which other jobs on a loaded machine do not inflate. A limit is enforced through the
+milliseconds, a backtracking one does not finish in minutes. A limit is enforced through the
 engine's own timeout (``CompiledRule.find(text, timeout)``), so a failure is a ``TimeoutError``
-naming the rule and the input shape, never a stuck test run.
+naming the rule and the input shape, never a stuck test run. Where a test measures time itself,
+it measures its own thread's CPU time, which other jobs on a loaded machine do not inflate.
 
 Inputs: 1 MB made of 64 kB runs of generic shapes (a quadratic rule needs ~10^9 steps on one
 such run, far beyond the limit), plus a 1 MB text per rule built from its own examples and
