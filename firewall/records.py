@@ -6,7 +6,8 @@ Each pinned literal gets one status, by precedence: ``opaque`` (the summary cann
 conversation when nothing was compacted), else ``reinjected`` (only the ledger carries it).
 A literal the budget evicted from the ledger gets the same precedence, ending in ``evicted``
 instead of ``reinjected``: only one the context no longer holds is ``evicted`` (the eviction is
-in its ``detail`` either way), and it keeps the turn of its first sighting.
+in its ``detail`` either way), and it keeps the turn of its first sighting. "In" the summary or
+the tail means as the validator's ``present``: ``100`` is not in ``1000``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .confusables import mixed_script
 from .errors import AuditError
 from .ledger import Eviction, Ledger
 from .tokens import count_tokens
-from .validate import Verdict
+from .validate import Verdict, occurs
 
 
 @dataclass
@@ -61,47 +62,32 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
     secrets = [e.value for e in ledger.entries if e.sensitive]
     outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
-    for entry in ledger.entries:
-        value = entry.value
-        # a value that contains a secret is stored hashed too
-        sensitive = entry.sensitive or any(s in value for s in secrets)
-        in_summary = summary is not None and value in summary
+    pinned = [(e.value, e.rule, e.role, e.first_seen, e.sensitive, None) for e in ledger.entries]
+    dropped = [(e.value, e.rule, e.role, e.turn or 0, e.sensitive, e.reason) for e in evicted]
+    for value, rule, role, turn, sensitive, eviction in pinned + dropped:
+        # present means as the validator means it: not glued to a letter or digit
+        in_summary = summary is not None and occurs(summary, value)
+        in_tail = occurs(verbatim, value)
         finding = mutated.get(value)
-        if opaque:
+        if opaque and eviction is None:
             status = "opaque"
         elif finding is not None:
             status = "mutated_repaired" if repaired else "mutated_unrepaired"
         elif in_summary:
             status = "in_summary"
-        elif not compacted or value in verbatim:
+        elif in_tail or not compacted:
             status = "kept_verbatim"
         else:
-            status = "reinjected"
+            status = "reinjected" if eviction is None else "evicted"
+        details = [f"summary wrote {finding.resembles!r} ({finding.reason})"] if finding else []
+        if eviction is not None:
+            details.append(f"evicted from the ledger ({eviction})")
         outcomes.append(dict(
-            value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
-            turn=max(entry.first_seen, 0), status=status, in_summary=in_summary,
-            in_ledger=injected, in_tail=value in verbatim, mixed_script=mixed_script(value),
-            detail=f"summary wrote {finding.resembles!r} ({finding.reason})" if finding else None))
-    for eviction in evicted:
-        value = eviction.value
-        in_summary = summary is not None and value in summary
-        finding = mutated.get(value)
-        if finding is not None:  # out of the ledger, and the summary holds a wrong copy
-            status = "mutated_repaired" if repaired else "mutated_unrepaired"
-        elif in_summary:  # out of the ledger, still in the context
-            status = "in_summary"
-        elif value in verbatim:
-            status = "kept_verbatim"
-        else:
-            status = "evicted"
-        detail = f"evicted from the ledger ({eviction.reason})"
-        if finding is not None:
-            detail = f"summary wrote {finding.resembles!r} ({finding.reason}); {detail}"
-        outcomes.append(dict(
-            value=value, rule=eviction.rule, role=eviction.role,
-            turn=max(eviction.turn or 0, 0), status=status, mixed_script=mixed_script(value),
-            sensitive=eviction.sensitive or any(s in value for s in secrets),
-            in_summary=in_summary, in_tail=value in verbatim, detail=detail))
+            value=value, rule=rule, role=role, turn=max(turn, 0), status=status,
+            # a value that contains a secret is stored hashed too
+            sensitive=sensitive or any(s in value for s in secrets),
+            in_summary=in_summary, in_ledger=injected and eviction is None, in_tail=in_tail,
+            mixed_script=mixed_script(value), detail="; ".join(details) or None))
     return LiteralOutcome.many(outcomes, key=key)
 
 

@@ -510,3 +510,12 @@ rules:
     assert result.compacted
     assert [i for i, m in enumerate(messages) if 0 < i < 5 and m in result.messages] == kept_turns
     assert _tool_results_follow_their_calls(result.messages)
+
+
+def test_a_literal_is_in_the_tail_only_where_the_validator_would_call_it_present(packs):
+    messages = conversation()
+    messages[-1]["content"] = "Checking INV-2025-08-447180 now."  # OTHER with a digit glued on
+    result = Firewall(packs, keep_last=2).compact(
+        messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
+    other = next(lit for lit in result.record.literals if lit.value == OTHER)
+    assert (other.status, other.in_tail, other.in_ledger) == ("reinjected", False, True)
