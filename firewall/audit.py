@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal as TypingLiteral, Protocol, runtime_checkable
+from typing import Any, Literal as TypingLiteral, Protocol, get_args, runtime_checkable
 
 import platformdirs
 from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
@@ -45,16 +45,22 @@ DB_ENV = "FIREWALL_AUDIT_DB"
 KEY_ENV = "FIREWALL_AUDIT_KEY"
 HASH_PREFIX = "hmac:"  # how a sensitive value is written where a value would otherwise go
 
+# What each status of a literal means; a literal of a record has exactly one. Reports and
+# listings count literals by these names, in this order (``firewall compact``, ``audit list``).
+STATUS_MEANINGS: dict[str, str] = {
+    "in_summary": "byte-for-byte in the summary",
+    "reinjected": "in neither summary nor tail: only the re-injected ledger carries it",
+    "mutated_repaired": "the summary held a near miss; a retry or the ledger restored it",
+    "mutated_unrepaired": "the summary holds a near miss and nothing restored the exact bytes",
+    "evicted": "dropped from the ledger by the token budget, and in neither summary nor tail",
+    "kept_verbatim": "in the turns kept verbatim (the tail), untouched by the compaction",
+    "opaque": "a vendor summary that could not be checked; the ledger was re-injected",
+    "missing": "lost: in none of summary, ledger or tail",
+}
 Status = TypingLiteral[
-    "in_summary",          # byte-for-byte in the summary
-    "reinjected",          # not in the summary; in the re-injected ledger
-    "mutated_repaired",    # the summary held a near miss; a retry or the ledger restored it
-    "mutated_unrepaired",  # the summary holds a near miss and nothing restored the exact bytes
-    "evicted",             # dropped from the ledger by the token budget
-    "kept_verbatim",       # in the kept tail, untouched by the compaction
-    "opaque",              # a vendor summary that could not be checked; the ledger was re-injected
-    "missing",             # lost: in none of summary, ledger or tail
-]
+    "in_summary", "reinjected", "mutated_repaired", "mutated_unrepaired", "evicted",
+    "kept_verbatim", "opaque", "missing"]
+STATUSES: tuple[str, ...] = get_args(Status)
 Outcome = TypingLiteral["compacted", "uncompacted", "refused"]
 
 
@@ -158,6 +164,8 @@ class LiteralOutcome(_Model):
     in_tail: bool = False
     sensitive: bool = False
     detail: str | None = None
+    mixed_script: bool = Field(False, description="look-alike letters beside Latin ones "
+                                                  "(АBC123X with a Cyrillic А): a spoofing signal")
 
     @model_validator(mode="after")
     def _value_iff_not_sensitive(self) -> LiteralOutcome:
@@ -571,10 +579,13 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
                      AND compaction = NEW.compaction)
         BEGIN SELECT RAISE(ABORT, '{NUMBER_TAKEN}'); END""",
     )),
+    ("m003_literal_mixed_script", (
+        "ALTER TABLE literals ADD COLUMN mixed_script INTEGER NOT NULL DEFAULT 0",
+    )),
 ]
 
 _LITERAL_COLUMNS = ("value", "value_hash", "rule", "role", "turn", "status", "in_summary",
-                    "in_ledger", "in_tail", "sensitive", "detail")
+                    "in_ledger", "in_tail", "sensitive", "detail", "mixed_script")
 _SUMMARY_COLUMNS = ("id", "conversation_id", "compaction", "created_at", "policy", "vendor_path",
                     "outcome", "turns_compacted", "tokens_before", "tokens_after", "ledger_tokens")
 

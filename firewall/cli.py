@@ -15,6 +15,7 @@ from .hooks import add_hooks_commands, write_atomic
 from .suggest import add_suggest_command
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
 
 
 def _packs(args: argparse.Namespace, *, strict: bool = True):
@@ -68,13 +69,15 @@ def cmd_scan(args: argparse.Namespace) -> int:
             # the conversation id is always there: a streamed file's length is not known upfront
             record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule, "turn": lit.turn, "role": lit.role,
                       "tool": lit.tool, "field": lit.field, "start": lit.start, "end": lit.end,
-                      "sensitive": lit.sensitive, "count": lit.count}
+                      "sensitive": lit.sensitive, "count": lit.count,
+                      "mixed_script": lit.mixed_script}
             if args.json:
                 _out(json.dumps(record, ensure_ascii=False))
             else:
-                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role, lit.tool))
+                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role, lit.tool,
+                             MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
     if not args.json:
-        _out(_table(rows, ("conversation", "literal", "rule", "turn", "role", "tool")))
+        _out(_table(rows, ("conversation", "literal", "rule", "turn", "role", "tool", "note")))
         _out(f"\n{len(rows)} literal(s)")
     return EXIT_FAIL if failed else EXIT_OK
 
@@ -233,18 +236,34 @@ def _report_line(report: dict[str, Any]) -> str:
     if not report["compacted"]:
         return f"\n[{report['id']}] not compacted: {report.get('error', 'unknown reason')}; " \
                f"the conversation is unchanged ({report['pinned']} literal(s) pinned)"
-    text = (f"\n[{report['id']}] {report['pinned']} literal(s) pinned: {report['in_summary']} "
-            f"kept in the summary, {report['reinjected']} re-injected, {report['mutated']} "
-            f"mutated, {report['evicted']} evicted, {report['reasked']} re-ask(s); "
+    text = (f"\n[{report['id']}] {report['pinned']} literal(s) pinned, {report['reasked']} "
+            f"re-ask(s); literals by status: {status_counts(report)}; "
             f"{report['tokens_before']} -> {report['tokens_after']} tokens")
     if report.get("audit_id"):
         text += f"; audit record {report['audit_id'][:12]}"
     return text
 
 
+def status_counts(counts: dict[str, int]) -> str:
+    """``in_summary 13, kept_verbatim 8``: the literals of one record counted by status, the
+    same names and order in ``compact``'s report and in ``audit list``."""
+    from .audit import STATUSES
+
+    return ", ".join(f"{status} {counts[status]}" for status in STATUSES
+                     if counts.get(status)) or "none"
+
+
+def _statuses_help() -> str:
+    from .audit import STATUS_MEANINGS
+
+    return ("Each literal of a compaction (pinned, or evicted by the budget) is counted once, "
+            "by status: " + "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()) + ".")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .formats import read_conversations
     from .guard import Firewall
+    from .validate import Finding, occurs
 
     conversations = [c for c in read_conversations(args.file) if args.id in (None, c.id)]
     if len(conversations) != 1:
@@ -259,20 +278,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     fw = Firewall(_packs(args), required=args.required, template=_template(args))
     literals = fw.scan(conversations[0])
-    required = {l.value for l in (literals if args.strict
-                                  else fw.required_of(literals, conversations[0]))}
-    from .validate import validate
-
-    verdict = validate(summary, [(l.value, l.rule) for l in literals],
-                       known=[l.value for l in literals])
-    failed = False
+    verdict = fw.check(conversations[0], summary, strict=args.strict, literals=literals)
+    # the verdict's findings, then every other literal: present, or just not in the summary
+    findings = list(verdict.findings)
+    judged = {f.value for f in findings}
+    for lit in literals:
+        if lit.value not in judged:
+            judged.add(lit.value)
+            findings.append(Finding(lit.value, lit.rule,
+                                    "present" if occurs(summary, lit.value) else "missing",
+                                    required=False))
     rows = []
-    for finding in verdict.findings:
-        is_required = finding.value in required
-        failed = failed or (is_required and finding.status != "present")
+    for finding in findings:
         if args.json:
             record = {"literal": finding.value, "status": finding.status, "rule": finding.rule,
-                      "required": is_required}
+                      "required": finding.required}
             if finding.status == "mutated":
                 record.update(span=list(finding.span), resembles=finding.resembles,
                               reason=finding.reason)
@@ -281,14 +301,23 @@ def cmd_check(args: argparse.Namespace) -> int:
             note = f"{finding.resembles!r} ({finding.reason})" if finding.status == "mutated" \
                 else ""
             rows.append((finding.status, finding.value, finding.rule,
-                         "yes" if is_required else "", note))
+                         "yes" if finding.required else "", note))
     if not args.json:
         _out(_table(rows, ("status", "literal", "rule", "required", "summary wrote")))
-        counts = {s: sum(f.status == s for f in verdict.findings)
-                  for s in ("present", "missing", "mutated")}
+        counts = {s: sum(f.status == s for f in findings) for s in ("present", "missing",
+                                                                    "mutated")}
         _out(f"\n{counts['present']} present, {counts['missing']} missing, {counts['mutated']} "
-             f"mutated; {'FAIL: a required literal was lost' if failed else 'ok'}")
-    return EXIT_FAIL if failed else EXIT_OK
+             f"mutated; {_check_outcome(verdict)}")
+    return EXIT_OK if verdict.ok else EXIT_FAIL
+
+
+def _check_outcome(verdict) -> str:
+    """What ``check`` fails on, naming each literal: any mutation, any missing required one."""
+    if verdict.ok:
+        return "ok"
+    reasons = [f"{f.value!r} mutated into {f.resembles!r} ({f.reason})" for f in verdict.mutated]
+    reasons += [f"required {f.value!r} missing" for f in verdict.missing]
+    return "FAIL: " + "; ".join(reasons)
 
 
 # ── audit ───────────────────────────────────────────────────────────────────────────────
@@ -298,8 +327,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.audit_command == "list":
         rows = [(s.id[:12], s.conversation_id, s.compaction, s.created_at.isoformat(
             timespec="seconds"), s.outcome, s.turns_compacted,
-            f"{s.tokens_before}->{s.tokens_after}",
-            ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())))
+            f"{s.tokens_before}->{s.tokens_after}", status_counts(s.statuses))
             for s in log.list(limit=args.limit, conversation_id=args.conversation)]
         _out(_table(rows, ("id", "conversation", "#", "created", "outcome", "turns", "tokens",
                            "literals")))
@@ -388,7 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
     scan.set_defaults(func=cmd_scan)
 
-    compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
+    compact = sub.add_parser("compact", help="compact a conversation with pinned literals",
+                             description="Compact each conversation: summary, ledger block, "
+                                         "verbatim tail. The report line counts literals by "
+                                         "status, as `audit list` does. " + _statuses_help())
     compact.add_argument("file")
     _add_rules_option(compact)
     add_tokens_option(compact, "estimate")
@@ -417,25 +448,35 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--json", action="store_true", help="JSON output with a report")
     compact.set_defaults(func=cmd_compact)
 
-    check = sub.add_parser("check", help="validate any compactor's summary of a conversation")
+    check = sub.add_parser("check", help="validate any compactor's summary of a conversation",
+                           description="Exit 1 when the summary mutates any literal of the "
+                                       "conversation (a near miss of a real value that the "
+                                       "conversation does not itself hold) or lacks a required "
+                                       "one; the last line names each.")
     check.add_argument("file")
     check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
     _add_rules_option(check)
     add_tokens_option(check, "estimate")
     check.add_argument("--required", choices=("rules", "user", "all"), default="user")
-    check.add_argument("--strict", action="store_true", help="every pinned literal is required")
+    check.add_argument("--strict", action="store_true",
+                       help="require every literal worth pinning: rule-required ones, and "
+                            "identifier-shaped ones (4+ characters with a digit, separator or "
+                            "case change, or a code of 5+ capitals) from rules of priority 50+")
     for command in (compact, check):
         command.add_argument("--template", metavar="FILE",
-                            help="the agent harness's instruction template: user-typed literals "
-                                 "found in it (or in the system prompt) are not required of the "
-                                 "summary")
+                             help="the agent harness's instruction template: user-typed "
+                                  "literals found in it (or in the system prompt) are not "
+                                  "required of the summary")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
     check.set_defaults(func=cmd_check)
 
     audit = sub.add_parser("audit", help="read the audit log of compactions")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True)
-    listing = audit_sub.add_parser("list", help="recent compactions")
+    listing = audit_sub.add_parser("list", help="recent compactions",
+                                   description="Recent compactions, newest first; the literals "
+                                               "column counts them by status, as compact's "
+                                               "report does. " + _statuses_help())
     listing.add_argument("--limit", type=int, default=20)
     listing.add_argument("--conversation", help="only this conversation id")
     show = audit_sub.add_parser("show", help="one record in full (id or prefix)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +100,7 @@ class CompiledRegex(CompiledRule):
         characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
         locator = self.locator
         located = locator is not None and locator.choose()
-        started = time.perf_counter() if locator is not None and locator.use is None else 0.0
+        started = locator.clock() if locator is not None and locator.use is None else 0.0
         if located:
             matches = locator.finditer(self.pattern, text, data, timeout)
         else:
@@ -119,7 +118,7 @@ class CompiledRegex(CompiledRule):
             if self.allowed(value):
                 spans.append((start, end))
         if started:
-            locator.record(located, time.perf_counter() - started, len(text))
+            locator.record(located, locator.clock() - started, len(text))
         return spans
 
 

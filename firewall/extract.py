@@ -16,6 +16,7 @@ from typing import Any
 
 from .compiled import (CompiledJsonKey, CompiledRegex, CompiledRule, compile_noise, compile_pack,
                        covered)
+from .confusables import fold, has_homoglyphs, mixed_script
 from .literals import Literal, SecretIndex, spread_sensitivity
 from .packs import Pack
 from .prefilter import Prefilter, ascii_bytes
@@ -167,6 +168,8 @@ class Extractor:
             self._run(regex_rules[i], text, budget, data, turn, role, field, tool, out)
         for rule in rules.other:
             self._run(rule, text, budget, None, turn, role, field, tool, out)
+        if has_homoglyphs(text):
+            self._scan_lookalikes(text, role, budget, turn, field, tool, out)
         if self.noise and len(out.literals) > found:
             self._drop_noise(text, budget, out, found)
         return out
@@ -190,6 +193,26 @@ class Extractor:
         inside = covered(spans)
         out.literals[start:] = [lit for lit in out.literals[start:]
                                 if lit.sensitive or not inside(lit.start, lit.end)]
+
+    def _scan_lookalikes(self, text: str, role: str, budget: float, turn: int, field: str,
+                         tool: str | None, out: TurnScan) -> None:
+        """Rules matched on ``text`` with look-alike letters folded to Latin (same offsets):
+        a match that mixes them with Latin letters or digits (``АBC123X``) is pinned with the
+        source's bytes and flagged ``mixed_script``, as its Latin twin would be pinned."""
+        folded = fold(text)
+        rules, found = self._by_role[role], TurnScan()
+        data = ascii_bytes(folded)
+        for i in rules.prefilter.candidates(folded, data):
+            self._run(rules.regex[i], folded, budget, data, turn, role, field, tool, found)
+        for rule in rules.other:
+            self._run(rule, folded, budget, None, turn, role, field, tool, found)
+        out.timeouts += found.timeouts
+        seen = {(lit.rule, lit.start, lit.end) for lit in out.literals}
+        for lit in found.literals:
+            raw = text[lit.start:lit.end]
+            if (lit.rule, lit.start, lit.end) not in seen and mixed_script(raw):
+                lit.value, lit.mixed_script = raw, True
+                out.literals.append(lit)
 
     def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
              role: str, field: str, tool: str | None, out: TurnScan) -> None:
@@ -339,16 +362,19 @@ def _accept_leaf(rules: list[Any], text: str, budget: float, turn: int, role: st
                  tool: str | None, out: TurnScan) -> None:
     """The ``json_key`` rules of one JSON leaf's key over its text: each that accepts it
     makes the whole value a literal; one that times out is recorded, not passed."""
+    lookalike = mixed_script(text)
     for rule in rules:
         try:
             accepted = rule.accept(text, budget)
+            twin = not accepted and lookalike and rule.accept(fold(text), budget)
         except TimeoutError:
             out.timeouts.append(RuleTimeout(rule.qid, turn, path))
             continue
-        if accepted:
+        if accepted or twin:
             spec = rule.rule
             out.literals.append(Literal(text, rule.qid, turn, role, 0, len(text), path, tool,
-                                        spec.severity, spec.sensitive, spec.priority))
+                                        spec.severity, spec.sensitive, spec.priority, 1,
+                                        lookalike))
 
 
 def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
@@ -366,7 +392,7 @@ def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
 def _at(lit: Literal, turn: int) -> Literal:
     """A copy of ``lit`` seen at ``turn`` (positional: several times faster than replace())."""
     return Literal(lit.value, lit.rule, turn, lit.role, lit.start, lit.end, lit.field, lit.tool,
-                   lit.severity, lit.sensitive, lit.priority, lit.count)
+                   lit.severity, lit.sensitive, lit.priority, lit.count, lit.mixed_script)
 
 
 class _RoleRules:
@@ -428,7 +454,8 @@ class Scanner:
                 row_of[lit.value] = len(rows)
                 new.append(_at(lit, index))
                 rows.extend((lit.value, lit.rule, index, lit.role, lit.start, lit.end, lit.field,
-                             lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count))
+                             lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count,
+                             lit.mixed_script))
             else:
                 rows[at + _COUNT] += 1
                 if lit.severity == "required":

@@ -16,16 +16,16 @@ import re
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
-from .audit import AuditRecord, open_audit_sink
+from .audit import STATUSES, AuditRecord, open_audit_sink
 from .budget import Budget
 from .compose import Span, choose_span, compose, turn_tokens
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
-from .extract import Extractor, ScanMemo, Scanner
+from .extract import Extractor, ScanMemo, Scanner, scalar_leaves
 from .formats import parse_messages
 from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextual_salience,
                      find_blocks, uses)
@@ -36,16 +36,21 @@ from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
 from .turns import Conversation, Turn
-from .validate import Verdict, validate
+from .validate import Verdict, identifier_shaped, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
 POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
 NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
+# --strict: rules ranked below the default priority (money, amounts, profile words, bare numbers,
+# dates) find context, not keys
+STRICT_MIN_PRIORITY = 50
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
 _OWN_SUMMARY = re.compile(re.escape(SUMMARY_HEADER.split("{first}")[0]) + r"-?\d+--?\d+"
                           + re.escape(SUMMARY_HEADER.split("{last}")[1]))
 _OWN_BLOCK = "<<<ledger "
+_SUMMARY_HEADER = re.compile(r"Summary of the earlier conversation \(turns (\d+)-(\d+)\), "
+                             r"compacted:\s*")
 INSTRUCTIONS = (
     "Summarize the conversation above for an agent that will continue it: keep the user's "
     "goal, what was done, what was decided and what is still open.")
@@ -83,16 +88,54 @@ class CompactionResult:
     audit_error: str | None = None
 
     def report(self) -> dict[str, int]:
-        statuses = [lit.status for lit in self.record.literals]
-        return {
-            "pinned": len(self.ledger),
-            "in_summary": sum(lit.in_summary for lit in self.record.literals),
-            "reasked": max(0, len(self.attempts) - 1),
-            "mutated": sum(s.startswith("mutated") for s in statuses),
-            "reinjected": sum(lit.in_ledger for lit in self.record.literals),
-            "evicted": statuses.count("evicted"),
-            "kept_verbatim": statuses.count("kept_verbatim"),
-        }
+        """``pinned`` (ledger entries), ``reasked`` (summarizer calls after the first), then
+        each literal of the audit record counted once, by its status, under the names
+        ``firewall audit list`` shows (see ``firewall.audit.STATUSES``)."""
+        counts = Counter(lit.status for lit in self.record.literals)
+        return {"pinned": len(self.ledger), "reasked": max(0, len(self.attempts) - 1),
+                **{status: counts[status] for status in STATUSES}}
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A compaction this conversation already went through, found by its genuine ledger block:
+    the summary at turn ``summary_turn`` and the block at ``block_turn`` (the same turn when
+    one message holds both) stand for turns ``first``-``last`` of the original numbering, and
+    ``body`` is that summary without its header and the block. Turns after the block continue
+    that numbering (turns an earlier ``keep_source`` kept verbatim are counted as following it).
+    """
+
+    summary_turn: int
+    block_turn: int
+    first: int
+    last: int
+    body: str
+
+    @property
+    def shift(self) -> int:
+        """Added to a conversation index after the block to give its original turn number."""
+        return self.last - self.block_turn
+
+
+def earlier_compaction(turns: Sequence[Turn], ledger: Ledger) -> Earlier | None:
+    """The compaction whose summary and genuine ledger block head ``turns``, if any."""
+    for b, turn in enumerate(turns):
+        blocks = find_blocks(turn.text, ledger.nonce, ledger.key) if turn.text else []
+        if blocks:
+            break
+    else:
+        return None
+    for a in (b, b - 1):
+        if a < 0:
+            continue
+        text = turns[a].text
+        if a == b:  # one message holds the summary and the block: keep the summary's text
+            for start, end in reversed(blocks):
+                text = text[:start] + text[end:]
+        m = _SUMMARY_HEADER.match(text)
+        if m:
+            return Earlier(a, b, int(m.group(1)), int(m.group(2)), text[m.end():].strip())
+    return None
 
 
 @dataclass
@@ -107,11 +150,24 @@ class _Plan:
     compaction: int
     placeholders: Placeholders | None
     turn_tokens: list[int]  # counted once: budgets and the audit's before/after use them
+    request_turns: list[Turn]  # the span as the summarizer sees it (an earlier summary cleaned)
+    source: list[str]  # the span's texts: what the summary may copy (see validate)
+    earlier: Earlier | None = None  # the compaction this one continues, at the span's start
     summarizer: Any = None  # per call: concurrent compactions may use different ones
     refused: str | None = None  # why the span cannot be summarized at all: kept as it was
     # placeholder mode: per turn, per field, where a rule found a secret (start, end, value)
     secret_spans: dict[int, dict[str, list[tuple[int, int, str]]]] = field(default_factory=dict)
     masked_turns: dict[int, Turn] = field(default_factory=dict)
+
+    def number(self, index: int) -> int:
+        """The turn number of a conversation index, in the numbering of the first compaction."""
+        e = self.earlier
+        return index + e.shift if e is not None and index > e.block_turn else index
+
+    def index(self, turn: int) -> int:
+        """The conversation index of a turn number (the inverse of ``number``)."""
+        e = self.earlier
+        return turn - e.shift if e is not None and turn > e.last else turn
 
     @property
     def span_tokens(self) -> int:
@@ -119,8 +175,9 @@ class _Plan:
 
     @functools.cached_property
     def withheld(self) -> set[int]:
-        """Turns a rule timed out on: kept verbatim, never sent to the summarizer."""
-        return {t.turn for t in self.pinned.timeouts}
+        """Turns (conversation indexes) a rule timed out on: kept verbatim, never sent to the
+        summarizer."""
+        return {self.index(t.turn) for t in self.pinned.timeouts}
 
     def mask(self, text: str) -> str:
         """Text as a summarizer may see it: sensitive literals replaced by placeholders."""
@@ -129,6 +186,21 @@ class _Plan:
     def mask_value(self, value: str) -> str:
         """A literal's value as a summarizer may see it (a secret: its placeholder)."""
         return self.placeholders.mask_value(value) if self.placeholders else value
+
+    def sent(self, index: int) -> bool:
+        """Does the span's turn at ``index`` go to the summarizer? Not an earlier compaction's
+        ledger block (its summary goes, cleaned: ``request_turn``)."""
+        e = self.earlier
+        return e is None or not (e.summary_turn < index <= e.block_turn)
+
+    def request_turn(self, index: int) -> Turn:
+        """A turn as the summarizer gets it: ``turn``, or an earlier summary of ours without
+        its header and ledger block (masked)."""
+        e = self.earlier
+        if e is not None and index == e.summary_turn:
+            own = self.conversation.turns[index]
+            return Turn(role=own.role, text=self.mask(e.body))
+        return self.turn(index)
 
     def turn(self, index: int) -> Turn:
         """A turn as the summarizer sees it (masked once per compaction, then reused)."""
@@ -217,12 +289,22 @@ class Firewall:
             plan.placeholders, plan.secret_spans = self._placeholders(plan)
         return [plan.turn(i) for i in range(plan.span.start, plan.span.end)]
 
-    def check(self, messages: Any, summary: str, *, strict: bool = False) -> Verdict:
-        """Validate any compactor's summary against the literals of the turns it summarized."""
-        literals = self.scan(messages)
-        required = literals if strict else self.required_of(literals, self.conversation(messages))
-        return validate(summary, [(l.value, l.rule) for l in required],
-                        known=[l.value for l in literals])
+    def check(self, messages: Any, summary: str, *, strict: bool = False,
+              literals: list[Literal] | None = None) -> Verdict:
+        """Validate any compactor's summary of ``messages`` (the turns it summarized).
+
+        Not ``ok`` when a required literal is missing (``strict``: every literal
+        :func:`worth_pinning`) or when the summary mutates *any* literal of those turns: a
+        wrong ID is worse than a lost one. A string the turns themselves hold is never a
+        mutation. ``literals``: ``scan(messages)``, when the caller has it already.
+        """
+        conversation = self.conversation(messages)
+        if literals is None:
+            literals = self.scan(conversation)
+        required = [l for l in literals if worth_pinning(l)] if strict else \
+            self.required_of(literals, conversation)
+        return validate(summary, required, known=literals,
+                        source=source_texts(conversation.turns))
 
     def is_required(self, lit: Literal | LedgerEntry, boilerplate: str = "") -> bool:
         """Must the summary itself carry this literal (or ledger entry)? See ``required``;
@@ -301,19 +383,36 @@ class Firewall:
         span = choose_span(conversation.turns,
                            self.keep_last if keep_last is None else keep_last, self.keep_tokens)
         number = compaction or self.next_compaction(ledger.conversation_id)
-        pinned = self.pin(ledger, conversation.turns[span.start:span.end], offset=span.start,
-                          compaction=number)
+        # Re-compaction: the earlier summary and ledger are ours, not sources; the summarizer
+        # gets that summary without its header and block, and new turns keep the first
+        # compaction's numbering.
+        earlier = earlier_compaction(conversation.turns, ledger)
+        if earlier is not None and not (span.start == earlier.summary_turn < span.end):
+            earlier = None
+        request_turns = conversation.turns[span.start:span.end]
+        scan_from = span.start
+        if earlier is not None:
+            scan_from = min(earlier.block_turn + 1, span.end)
+            own = conversation.turns[earlier.summary_turn]
+            request_turns = [Turn(role=own.role, text=earlier.body)] + \
+                conversation.turns[scan_from:span.end]
+        pinned = self.pin(ledger, conversation.turns[scan_from:span.end],
+                          offset=scan_from + (earlier.shift if earlier else 0), compaction=number)
         kept = set(ledger.values())
         plan = _Plan(conversation, span, pinned, ledger, [], number, None,
-                     [turn_tokens(t) for t in conversation.turns],
+                     [turn_tokens(t) for t in conversation.turns], request_turns,
+                     list(source_texts(request_turns)), earlier,
                      refused=_unserializable(conversation.turns, span))
         # a withheld turn's literals stay in it, verbatim: the summary cannot be asked for them
         plan.required = [l for l in self.required_of(pinned.literals, conversation)
-                         if l.value in kept and l.turn not in plan.withheld]
+                         if l.value in kept and plan.index(l.turn) not in plan.withheld]
         plan.required += self._carried(ledger, conversation.turns, span,
                                        {l.value for l in plan.required})
         if self.placeholders:
             plan.placeholders, plan.secret_spans = self._placeholders(plan)
+            # the summary copies what it was shown: masked turns, look-alikes neutralised
+            plan.source += source_texts(plan.request_turn(i)
+                                        for i in range(span.start, span.end) if plan.sent(i))
         return plan
 
     def _carried(self, ledger: Ledger, turns: Sequence[Turn], span: Span,
@@ -384,7 +483,8 @@ class Firewall:
         return number
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
-        turns = tuple(plan.turn(i) for i in range(plan.span.start, plan.span.end))
+        turns = tuple(plan.request_turn(i) for i in range(plan.span.start, plan.span.end)
+                      if plan.sent(i))
         required = tuple(RequiredLiteral(plan.mask_value(l.value), l.rule, _snippet(plan, l))
                          for l in plan.required)
         instructions = INSTRUCTIONS
@@ -437,7 +537,8 @@ class Firewall:
             problems.append(f"the summary is {tokens} tokens, longer than the "
                             f"{max_tokens}-token span it replaces")
         verdict = validate(text, [(l.value, l.rule) for l in plan.required],
-                           known=plan.ledger.values())
+                           known=[(e.value, e.rule) for e in plan.ledger.entries],
+                           source=plan.source)
         return AttemptResult(number, text, verdict, usage=dict(usage or {}), model=model,
                              problems=problems, oversize=oversize, reply=reply)
 
@@ -454,12 +555,13 @@ class Firewall:
             return self._result(plan, attempts, None, keep=set(), error=error)
         # fail closed: a turn a rule could not finish, or whose literal is too long to pin
         summary = last.summary
-        keep = {t.turn for t in plan.pinned.timeouts} | {l.turn for l in plan.pinned.oversize}
+        keep = {plan.index(t.turn) for t in plan.pinned.timeouts} | \
+            {plan.index(l.turn) for l in plan.pinned.oversize}
         if not last.ok and self.policy == "repair":
             summary = _repair(summary, last.verdict)
         elif not last.ok and self.policy == "keep_source":
             lost = {f.value for f in _failures(last.verdict)}
-            keep |= {l.turn for l in plan.required if l.value in lost}
+            keep |= {plan.index(l.turn) for l in plan.required if l.value in lost}
         return self._result(plan, attempts, summary, keep=keep, error=None)
 
     def _result(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
@@ -470,7 +572,7 @@ class Firewall:
             messages = [t.raw for t in conversation.turns if t.raw is not None]
             composed_text = None
         else:
-            header = SUMMARY_HEADER.format(first=span.start, last=span.end - 1)
+            header = SUMMARY_HEADER.format(first=_first_turn(plan), last=plan.number(span.end - 1))
             composed_text = f"{header}\n\n{summary}"
             messages = compose(conversation, span, composed_text, block, keep)
         verdict = attempts[-1].verdict if attempts else None
@@ -506,7 +608,8 @@ class Firewall:
         return build_record(
             self, plan.ledger, vendor_path=getattr(plan.summarizer, "vendor_path", "client"),
             summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,
-            compaction=plan.compaction, span=(span.start, span.end - 1) if len(span) else None,
+            compaction=plan.compaction,
+            span=(_first_turn(plan), plan.number(span.end - 1)) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
             evicted=plan.pinned.evicted, unpinned=plan.pinned.oversize, attempts=attempts,
@@ -587,6 +690,27 @@ class CallableSummarizer:
         return self.func(messages + [{"role": "user", "content": prompt}])
 
 
+def worth_pinning(lit: Literal | LedgerEntry) -> bool:
+    """What ``check --strict`` requires: every literal worth pinning. One its rule marks
+    ``required``; or one from a rule of at least the default priority (50) that is shaped like
+    an identifier: 4+ characters with a digit, a separator (``-_./\\:#@``) or a lower-upper case
+    change, or a code of 5+ capitals (see ``validate.identifier_shaped``). Not ``CO``, ``USA``,
+    ``100``, ``$60.00`` or ``Phoenix``."""
+    return lit.severity == "required" or (lit.priority >= STRICT_MIN_PRIORITY
+                                          and identifier_shaped(lit.value))
+
+
+def source_texts(turns: Iterable[Turn]) -> Iterable[str]:
+    """The texts a summary of ``turns`` copies from: each turn's text, and its tool calls'
+    names, arguments (as JSON, keys included) and argument values."""
+    for turn in turns:
+        yield turn.text
+        for call in turn.tool_calls:
+            yield call.name
+            yield call.arguments_json() or ""  # None: nested too deep (the span is refused)
+            yield from (text for _, text in scalar_leaves(call.arguments))
+
+
 def ledger_blocks(text: str, ledger: Ledger) -> list[tuple[int, int]]:
     return find_blocks(text, ledger.nonce, ledger.key)
 
@@ -612,6 +736,11 @@ def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
     return None
 
 
+def _first_turn(plan: _Plan) -> int:
+    """The first turn a summary covers: an earlier summary's first, when it continues one."""
+    return plan.earlier.first if plan.earlier is not None else plan.span.start
+
+
 def _failures(verdict: Verdict | None) -> list[Any]:
     return [] if verdict is None else list(verdict.missing) + list(verdict.mutated)
 
@@ -619,9 +748,10 @@ def _failures(verdict: Verdict | None) -> list[Any]:
 def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
     """Source text around a literal, masked before it is cut: a secret cut in half by the
     window would no longer be recognised, and would leak."""
-    text = plan.turn(lit.turn).text if lit.field == "text" else ""
+    index = plan.index(lit.turn)
+    text = plan.turn(index).text if lit.field == "text" else ""
     value = plan.mask_value(lit.value)
-    at = text.find(value) if lit.turn not in plan.withheld else -1
+    at = text.find(value) if index not in plan.withheld else -1
     if at < 0:  # a JSON path names its keys, and a key may be a secret
         return f"{plan.mask(lit.field)} of turn {lit.turn}"
     end = at + len(value)

@@ -130,6 +130,7 @@ class Eviction(BaseModel):
     rule: str
     role: Role
     reason: str
+    turn: int | None = Field(None, description="turn index of the entry's first sighting")
     compaction: int | None = None
     sensitive: bool = Field(False, description="a secret: the audit log stores it hashed")
     user_before_tool: bool = Field(
@@ -338,7 +339,7 @@ class Ledger(BaseModel):
                            f" literal(s) stayed, e.g. {t.kind} from turn {t.first_seen}"
                            f" ({t.severity}, priority {t.priority})")
             evicted.append(Eviction(value=e.value, rule=e.rule, role=e.role, reason=reason,
-                                    sensitive=e.sensitive,
+                                    turn=e.first_seen, sensitive=e.sensitive,
                                     compaction=compaction, user_before_tool=flag))
         self.entries = kept
         self.evictions.extend(evicted)

@@ -32,6 +32,7 @@ class Literal:
     sensitive: bool = False
     priority: int = 50
     count: int = 1
+    mixed_script: bool = False  # look-alike letters beside Latin ones (see firewall.confusables)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -26,7 +26,7 @@ How the locator is derived from a pattern (each step only widens what it matches
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -392,6 +392,7 @@ class Locator:
     _texts: list[int] = field(default_factory=lambda: [0, 0])
     _seconds: list[float] = field(default_factory=lambda: [0.0, 0.0])
     _bytes: list[int] = field(default_factory=lambda: [0, 0])
+    clock: Callable[[], float] = time.perf_counter  # what the trial texts are timed with
 
     def choose(self) -> bool:
         """Whether the next text goes through the locator (while deciding: alternately)."""

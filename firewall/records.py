@@ -4,6 +4,10 @@ Each pinned literal gets one status, by precedence: ``opaque`` (the summary cann
 ``mutated_repaired`` / ``mutated_unrepaired`` (the summary wrote a near miss), ``in_summary``,
 ``kept_verbatim`` (in text the model still sees verbatim: the tail, kept turns, or the whole
 conversation when nothing was compacted), else ``reinjected`` (only the ledger carries it).
+A literal the budget evicted from the ledger gets the same precedence, ending in ``evicted``
+instead of ``reinjected``: only one the context no longer holds is ``evicted`` (the eviction is
+in its ``detail`` either way), and it keeps the turn of its first sighting. "In" the summary or
+the tail means as the validator's ``present``: ``100`` is not in ``1000``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from pydantic_core import PydanticSerializationError
 
 from .audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSummary,
                     escape_surrogates, installation_key)
+from .confusables import mixed_script
 from .errors import AuditError
 from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, occurring
 from .literals import Literal, SecretIndex
 from .tokens import count_tokens
-from .validate import Verdict
+from .validate import Verdict, occurs
 
 
 IN_SUMMARY, IN_VERBATIM = 1, 2  # bits of ``occurring`` in ``literal_outcomes``
@@ -71,46 +76,46 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
                       + [lit.value for lit in unpinned],
                       {IN_SUMMARY: summary or "", IN_VERBATIM: verbatim})
 
+    # present as the validator means it: not glued to a letter or digit (checked only where the
+    # one pass found the bytes)
     def in_summary(value: str) -> bool:
-        return bool(found.get(value, 0) & IN_SUMMARY)
+        return bool(found.get(value, 0) & IN_SUMMARY) and occurs(summary or "", value)
 
     def in_verbatim(value: str) -> bool:
-        return bool(found.get(value, 0) & IN_VERBATIM)
+        return bool(found.get(value, 0) & IN_VERBATIM) and occurs(verbatim, value)
 
     outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
-    for entry in ledger.entries:
-        value = entry.value
+    pinned = [(e.value, e.rule, e.role, e.first_seen, e.sensitive, None) for e in ledger.entries]
+    dropped = [(e.value, e.rule, e.role, e.turn or 0, e.sensitive, e.reason) for e in evicted]
+    for value, rule, role, turn, sensitive, eviction in pinned + dropped:
         # a value that contains a secret, or is a piece of one, is stored hashed too
-        sensitive = entry.sensitive or secrets.touches(value)
+        sensitive = sensitive or secrets.touches(value)
+        summarized, tail = in_summary(value), in_verbatim(value)
         finding = mutated.get(value)
-        if opaque:
+        if opaque and eviction is None:
             status = "opaque"
         elif finding is not None:
             status = "mutated_repaired" if repaired else "mutated_unrepaired"
-        elif in_summary(value):
+        elif summarized:
             status = "in_summary"
-        elif not compacted or in_verbatim(value):
+        elif tail or not compacted:
             status = "kept_verbatim"
         else:
-            status = "reinjected"
+            status = "reinjected" if eviction is None else "evicted"
+        details = [_mutation(finding, sensitive, secrets)] if finding else []
+        if eviction is not None:
+            details.append(f"evicted from the ledger ({eviction})")
         outcomes.append(dict(
-            value=value, sensitive=sensitive, rule=entry.rule, role=entry.role,
-            turn=max(entry.first_seen, 0), status=status, in_summary=in_summary(value),
-            in_ledger=injected, in_tail=in_verbatim(value),
-            detail=_mutation(finding, sensitive, secrets) if finding else None))
-    for eviction in evicted:
-        outcomes.append(dict(
-            value=eviction.value, rule=eviction.rule, role=eviction.role, turn=0,
-            sensitive=eviction.sensitive or secrets.touches(eviction.value),
-            status="evicted", in_summary=in_summary(eviction.value),
-            in_tail=in_verbatim(eviction.value), detail=eviction.reason))
+            value=value, rule=rule, role=role, turn=max(turn, 0), status=status,
+            sensitive=sensitive, in_summary=summarized, in_ledger=injected and eviction is None,
+            in_tail=tail, mixed_script=mixed_script(value), detail="; ".join(details) or None))
     for lit in unpinned:
         kept = not compacted or in_verbatim(lit.value)
         outcomes.append(dict(
             value=lit.value, rule=lit.rule, role=lit.role, turn=max(lit.turn, 0),
             sensitive=lit.sensitive or secrets.touches(lit.value),
             status="kept_verbatim" if kept else "missing",
-            in_summary=in_summary(lit.value), in_tail=kept,
+            in_summary=in_summary(lit.value), in_tail=kept, mixed_script=mixed_script(lit.value),
             detail=f"not pinned: {len(lit.value)} characters, over the {LITERAL_MAX_CHARS}-"
                    f"character cap on literals; " + (f"turn {lit.turn} kept verbatim" if kept
                                                        else "nothing kept it")))

@@ -1,7 +1,9 @@
 """Summary validator: is every required literal in the summary byte-for-byte, and if not, did the
 summarizer write a near miss that a reader would take for it?
 
-Each required literal gets one of three statuses:
+Each required literal gets one of three statuses (every other *known* literal can only be
+reported ``mutated``: a summary that writes a wrong copy of any real value is wrong, whether or
+not it had to carry that value):
 
 ``present``
     its exact bytes occur in the summary, not glued to a letter or digit on a side where the
@@ -22,10 +24,18 @@ Decisions:
   right one still misleads, and the re-ask can name the exact span to fix.
 * ``known`` (the whole ledger) are real values too. A span equal to a known value is never a
   mutation of another, and a span is attributed only to the value(s) it resembles *best*, so a
-  look-alike of a known neighbour is not reported as an edit of a required literal.
+  look-alike of a known neighbour is not reported as an edit of a required literal. A near miss
+  of a known value that is not required is a ``mutated`` finding with ``required=False``: it
+  fails the verdict all the same.
+* ``source`` (the texts the summary summarizes) holds real strings too: a span that occurs in it
+  as a whole token (``decode_ascii`` beside ``encode_ascii``, a directory ``src/pkg/`` beside the
+  file ``src/pkg/a.py``) is copied, not mutated. A prefix of a longer source token
+  (``src/a.ts`` of ``src/a.ts:142``) is not a whole token, so a truncation is still caught.
 * Literals are case-sensitive (the design default). Plain-word literals (letters and spaces only)
   and literals shorter than 4 characters are matched only exactly or through normalisation, and
-  plain words are never case-folded: ``us`` is not a mutation of ``US``. Pure-digit literals need 6
+  plain words are never case-folded: ``us`` is not a mutation of ``US``. A code of 5 or more
+  capitals and digits (``SDZQKO``, a booking reference) is an identifier, not a word: its case
+  changes and small edits count. Pure-digit literals need 6
   digits before edits and truncations count, so prices, years and counts are left alone.
 * A separator inserted between two digits makes a different kind of number (``447.19``,
   ``44,719``), so a candidate with more digit-separator-digit junctions than the literal never
@@ -50,7 +60,9 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal as TypingLiteral
 
-__all__ = ["Finding", "Verdict", "validate", "REASONS"]
+from .confusables import HOMOGLYPHS
+
+__all__ = ["Finding", "Verdict", "validate", "occurs", "REASONS"]
 
 Status = TypingLiteral["present", "missing", "mutated"]
 
@@ -67,7 +79,8 @@ REASONS = (
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """What the summary did with one required literal (or, for ``mutated``, one offending span).
+    """What the summary did with one required literal (or, for ``mutated``, one offending span,
+    also of a known literal that was not required: then ``required`` is false).
 
     ``span`` is a pair of character offsets into the summary: the first exact occurrence for
     ``present``, the near miss for ``mutated`` (then ``resembles == summary[start:end]``), ``None``
@@ -80,6 +93,7 @@ class Finding:
     span: tuple[int, int] | None = None
     resembles: str | None = None
     reason: str | None = None
+    required: bool = True  # False: a known literal the summary need not carry, written wrong
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -95,7 +109,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        """True when every required literal is present and no span mutates one."""
+        """True when every required literal is present and no span mutates a known literal."""
         return all(f.status == "present" for f in self.findings)
 
     @property
@@ -122,20 +136,13 @@ _DASHES = "\u058a\u05be\u1400\u1806\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2
 # Invisible format characters (Unicode category Cf) that can sit inside a token unseen.
 _INVISIBLE = "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e" \
              "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
-# Homoglyphs NFKC leaves alone: Cyrillic and Greek letters drawn like Latin ones.
-_HOMOGLYPHS = {
-    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C",
-    "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S", "а": "a", "е": "e", "о": "o", "р": "p",
-    "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w",
-    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
-    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "ο": "o",
-}
-_FOLD = str.maketrans({**dict.fromkeys(_DASHES, "-"), **dict.fromkeys(_INVISIBLE), **_HOMOGLYPHS})
+_FOLD = str.maketrans({**dict.fromkeys(_DASHES, "-"), **dict.fromkeys(_INVISIBLE), **HOMOGLYPHS})
 
 _SEP_CHARS = r"\-_./\\:#@"
 _SEP_RUN = re.compile(rf"[\s{_SEP_CHARS}]+")
 _JUNCTION = re.compile(rf"\d[\s{_SEP_CHARS}]+(?=\d)")
 _IDLIKE = re.compile(rf"\d|[{_SEP_CHARS}]|[a-z][A-Z]")
+_CODE = re.compile(r"[A-Z0-9]{5,}")  # SDZQKO: a booking reference, not a word
 _HEXLIKE = re.compile(r"[0-9a-f-]{16,}")
 _HEX = re.compile(r"[0-9a-f]+")
 
@@ -145,7 +152,9 @@ _HEX = re.compile(r"[0-9a-f]+")
 WINDOW_TOKENS = 12
 
 # Tokens keep -_/.:#@ (and most other punctuation) inside; these split them.
-_TOKEN = re.compile(r"[^\s()\[\]{}<>\"'`‘’‚“”„«»‹›,;|!?=&*—―]+")
+_BREAKS = r"\s()\[\]{}<>\"'`‘’‚“”„«»‹›,;|!?=&*—―"
+_TOKEN = re.compile(rf"[^{_BREAKS}]+")
+TOKEN_BREAK = re.compile(rf"[{_BREAKS}]")  # what ends a token (a summarizer cuts only there)
 _STRIP_HEAD = ":…"
 _STRIP_TAIL = ".:…"
 
@@ -175,7 +184,7 @@ class _Form:
 @lru_cache(maxsize=16384)
 def _form(s: str) -> _Form:
     l1 = _lookalike_fold(s)
-    idlike = bool(_IDLIKE.search(l1))
+    idlike = bool(_IDLIKE.search(l1) or _CODE.fullmatch(l1))
     key = l1.casefold() if idlike else l1
     flat = _SEP_RUN.sub("", key)
     flat1 = _SEP_RUN.sub("", l1)
@@ -361,19 +370,24 @@ def _required_pairs(required: Iterable[Any]) -> list[tuple[str, str | None]]:
 
 
 def _exact_spans(summary: str, value: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Occurrences of ``value``: (bounded, glued), a glued one widened to its whole alnum run."""
+    """Occurrences of ``value``: (bounded, glued), a glued one widened to its whole alnum run.
+    An occurrence inside the run just reported is that run again: skipping it keeps a value
+    repeated through one long run (``abab`` in a megabyte of ``abab...``) linear."""
     bounded, glued = [], []
     head, tail = value[0].isalnum(), value[-1].isalnum()
+    run_start = run_end = -1
     i = summary.find(value)
     while i >= 0:
         s, e = i, i + len(value)
         if (head and s and summary[s - 1].isalnum()) or (tail and e < len(summary)
                                                          and summary[e].isalnum()):
-            while s and summary[s - 1].isalnum():
-                s -= 1
-            while e < len(summary) and summary[e].isalnum():
-                e += 1
-            glued.append((s, e))
+            if not (run_start <= s and e <= run_end):
+                while s and summary[s - 1].isalnum():
+                    s -= 1
+                while e < len(summary) and summary[e].isalnum():
+                    e += 1
+                glued.append((s, e))
+                run_start, run_end = s, e
         else:
             bounded.append((s, e))
         i = summary.find(value, i + 1)
@@ -393,33 +407,71 @@ def _tokens(summary: str) -> list[tuple[int, int]]:
     return out
 
 
+def _enclosing_token(summary: str, start: int, end: int) -> str:
+    """The token of ``summary`` around ``[start, end)``, e.g. ``#W1234`` around ``W1234``."""
+    while start and not TOKEN_BREAK.match(summary, start - 1):
+        start -= 1
+    while end < len(summary) and not TOKEN_BREAK.match(summary, end):
+        end += 1
+    token = summary[start:end].lstrip(_STRIP_HEAD).rstrip(_STRIP_TAIL)
+    return token or summary[start:end]
+
+
 def _is_gap(text: str) -> bool:
     return all(c.isspace() or c in "—―" for c in text)
+
+
+def _whole_token_in(text: str, raw: str) -> bool:
+    """Does ``raw`` occur in ``text`` as whole tokens: not run into a neighbouring token (a
+    trailing ``.`` or ``:`` before a break, as at a sentence end, still ends it)?"""
+    i = text.find(raw)
+    while i >= 0:
+        s, e = i, i + len(raw)
+        if s > 0 and text[s - 1] in _STRIP_HEAD:
+            s -= 1
+        if e < len(text) and text[e] in _STRIP_TAIL:
+            e += 1
+        if (s == 0 or TOKEN_BREAK.match(text, s - 1)) and \
+                (e == len(text) or TOKEN_BREAK.match(text, e)):
+            return True
+        i = text.find(raw, i + 1)
+    return False
 
 
 def validate(
     summary: str,
     required: Iterable[tuple[str, str | None]] | Iterable[str] | Iterable[Any],
     *,
-    known: Collection[str] = (),
+    known: Iterable[Any] = (),
+    source: Iterable[str] = (),
 ) -> Verdict:
-    """Check ``summary`` for each required literal: ``present``, ``missing`` or ``mutated``.
+    """Check ``summary`` for each required literal: ``present``, ``missing`` or ``mutated``;
+    and for a near miss of any other known literal: ``mutated`` with ``required=False``.
 
-    ``required`` holds plain strings, ``(value, rule)`` pairs, or objects with ``.value`` and
-    ``.rule`` (``RequiredLiteral``, ``Literal``). ``known`` is every real value (the ledger); the
-    required values are always included. A summary span equal to a known value is never reported
-    as a mutation, and a span resembling a known value better than a required one is its, not the
-    required one's.
+    ``required`` and ``known`` hold plain strings, ``(value, rule)`` pairs, or objects with
+    ``.value`` and ``.rule`` (``RequiredLiteral``, ``Literal``). ``known`` is every real value
+    (the ledger); the required values are always included. A summary span equal to a known
+    value, or occurring as whole tokens in a text of ``source`` (what was summarized), is never
+    reported as a mutation, and a span resembling one known value better than another is
+    attributed to that one only.
     """
     pairs = _required_pairs(required)
-    if not pairs:
+    known_pairs = [p for p in _required_pairs(known) if p[0] not in dict(pairs)]
+    if not pairs and not known_pairs:
         return Verdict(())
-    values = tuple(dict.fromkeys([v for v, _ in pairs] + [v for v in known if v]))
+    rules = dict(pairs + known_pairs)
+    values = tuple(rules)
     index = _index(values)
     known_set = index.values
     required_set = {v for v, _ in pairs}
+    texts = source if isinstance(source, list | tuple) else list(source)
+    copied: dict[str, bool] = {}
 
-    exact = {v: _exact_spans(summary, v) for v, _ in pairs}
+    def in_source(raw: str) -> bool:
+        if raw not in copied:
+            copied[raw] = any(_whole_token_in(text, raw) for text in texts)
+        return copied[raw]
+
     tokens = _tokens(summary)
     # span -> [(rank, reason, value)], over every known value so that the best one wins
     candidates: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
@@ -439,7 +491,7 @@ def validate(
                 break
             end = tokens[j][1]
             raw = summary[start:end]
-            if flats[pos] == acc and raw not in known_set:
+            if flats[pos] == acc and token_flats[j] and raw not in known_set:  # "W1 -": "W1"
                 for t in by_flat[acc]:
                     m = _normalised_match(raw, t)
                     if m:
@@ -473,33 +525,63 @@ def validate(
         for rank, reason, value in seen[raw]:
             add((start, end), rank, reason, value)
 
-    # 3. Attribute each span to its best-resembling value(s); keep required ones only.
-    per_value: dict[str, list[tuple[int, tuple[int, int], str]]] = {v: [] for v, _ in pairs}
+    # 3. Attribute each span to its best-resembling value(s), unless the source holds it.
+    per_value: dict[str, list[tuple[int, tuple[int, int], str]]] = {v: [] for v in values}
     for span, cands in candidates.items():
+        if in_source(summary[span[0]:span[1]]):
+            continue
         best = min(c[0] for c in cands)
         for rank, reason, value in cands:
-            if rank == best and value in required_set:
+            if rank == best:
                 per_value[value].append((rank, span, reason))
+    exact = {v: _exact_spans(summary, v) for v in values}
     for value, (_, glued) in exact.items():
         if not _form(value).fuzzy:
             continue  # a word inside a longer word ("pending" in "spending") is another word
         for span in glued:  # an identifier running into a letter or digit: an extended copy
-            if summary[span[0]:span[1]] not in known_set:
+            raw = summary[span[0]:span[1]]
+            if raw not in known_set and not in_source(raw) \
+                    and not in_source(_enclosing_token(summary, *span)):
                 per_value[value].append((4, span, "edited"))
 
     findings: list[Finding] = []
-    for value, rule in pairs:
+    for value in values:
         bounded, _ = exact[value]
+        rule, is_required = rules[value], value in required_set
         taken = list(bounded)
         mutated = []
         for rank, span, reason in sorted(per_value[value], key=lambda c: (c[0], c[1][0] - c[1][1])):
             if any(span[0] < e and s < span[1] for s, e in taken):
                 continue  # overlaps the literal itself, or a better-explained span
             taken.append(span)
-            mutated.append(Finding(value, rule, "mutated", span, summary[span[0]:span[1]], reason))
-        if bounded:
+            mutated.append(Finding(value, rule, "mutated", span, summary[span[0]:span[1]], reason,
+                                   is_required))
+        if is_required and bounded:
             findings.append(Finding(value, rule, "present", bounded[0]))
-        elif not mutated:
+        elif is_required and not mutated:
             findings.append(Finding(value, rule, "missing"))
         findings.extend(sorted(mutated, key=lambda f: f.span or (0, 0)))
     return Verdict(tuple(findings))
+
+
+def identifier_shaped(value: str) -> bool:
+    """4+ characters with a digit, a separator (``-_./\\:#@``) or a lower-upper case change, or
+    a code of 5+ capitals and digits: what the validator compares as an identifier (its case
+    changes and edits count), not as a word."""
+    return len(value) >= 4 and _form(value).idlike
+
+
+def occurs(summary: str, value: str) -> bool:
+    """Is ``value`` in ``summary`` byte-for-byte and not glued to a letter or digit (the test of
+    ``present``)?"""
+    if not value:
+        return False
+    head, tail = value[0].isalnum(), value[-1].isalnum()
+    i = summary.find(value)
+    while i >= 0:  # the first bounded occurrence answers; nothing is widened
+        e = i + len(value)
+        if not ((head and i and summary[i - 1].isalnum())
+                or (tail and e < len(summary) and summary[e].isalnum())):
+            return True
+        i = summary.find(value, i + 1)
+    return False

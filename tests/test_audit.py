@@ -250,6 +250,21 @@ def test_migrations_idempotent_on_reopen(tmp_path):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_log_written_before_the_mixed_script_column_is_upgraded_in_place(tmp_path):
+    path = tmp_path / "audit.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for statement in dict(audit.MIGRATIONS)["m001_initial"]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO _migrations VALUES ('m001_initial', 'x')")
+    log = SQLiteAuditLog(path, key=KEY)
+    record = make_record()
+    log.write(record)
+    assert log.get(record.id) == record
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM literals WHERE mixed_script = 0").fetchone()[0]
+
+
 def test_database_from_newer_version_refused(tmp_path):
     path = tmp_path / "audit.db"
     SQLiteAuditLog(path)

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 
-from firewall.cli import main
+from firewall.cli import build_parser, main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINIMAL = str(FIXTURES / "packs" / "valid" / "minimal.yaml")
@@ -26,7 +26,18 @@ def test_scan_json_lines_carry_provenance_and_conversation_id(capsys):
     assert rows[0] == {"id": "c1", "literal": "#W2378156", "rule": "kinds/order-key", "turn": 2,
                        "role": "assistant", "tool": "get_order_details",
                        "field": "arguments.order_id", "start": 0, "end": 9, "sensitive": False,
-                       "count": 2}
+                       "count": 2, "mixed_script": False}
+
+
+def test_scan_flags_a_look_alike_id_as_mixed_script(capsys, tmp_path):
+    conversation = tmp_path / "c.json"
+    text = "Why was INV-2025-08-4471\u0417 and \u0406NV-2025-08-44719 charged?"
+    conversation.write_text(json.dumps([{"role": "user", "content": text}]))
+    code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["literal"], r["mixed_script"]) for r in rows] == [("\u0406NV-2025-08-44719", True)]
+    code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL)
+    assert "mixed script: look-alike letters" in out
 
 
 def test_scan_table(capsys):
@@ -87,6 +98,38 @@ def test_check_strict_makes_pinned_literals_required(capsys, tmp_path):
                "--rules", KINDS)[0] == 0
     assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
                "--rules", KINDS, "--strict")[0] == 1
+
+
+def test_check_fails_on_a_mutation_of_any_literal_and_says_which(capsys, tmp_path):
+    summary = tmp_path / "summary.txt"
+    summary.write_text("order #W2378165 asked about")  # the order id is not required here
+    code, out, _ = run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+                       "--rules", KINDS)
+    assert code == 1
+    assert out.splitlines()[-1].endswith(
+        "FAIL: '#W2378156' mutated into '#W2378165' (transposed digits)")
+    code, out, _ = run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
+                       "--rules", KINDS, "--json")
+    assert code == 1 and json.loads(out) == {
+        "literal": "#W2378156", "status": "mutated", "rule": "kinds/order-key",
+        "required": False, "span": [6, 15], "resembles": "#W2378165",
+        "reason": "transposed digits"}
+
+
+def test_compact_report_and_audit_list_count_the_same_literals_by_the_same_names(capsys,
+                                                                                tmp_path):
+    db = str(tmp_path / "audit.db")
+    code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", KINDS, "--rules", MINIMAL,
+                       "--keep-last", "1", "--audit-db", db)
+    reported = out.rsplit("literals by status: ", 1)[1].split(";")[0]
+    code, out, _ = run(capsys, "audit", "list", "--audit-db", db)
+    listed = out.splitlines()[2].split("  ")[-1].strip()
+    assert code == 0 and reported == listed and "in_summary" in listed
+    help_text = build_parser()._subparsers._group_actions[0].choices["compact"].format_help()
+    assert "kept_verbatim: in the turns kept verbatim" in " ".join(help_text.split())
+    from firewall.audit import STATUS_MEANINGS, STATUSES
+
+    assert tuple(STATUS_MEANINGS) == STATUSES  # the help explains every status, in order
 
 
 def test_rules_test_and_lint_exit_codes(capsys):

@@ -36,6 +36,39 @@ def test_regex_literal_group_keeps_exact_bytes_and_offsets(kinds):
     assert text[lit.start:lit.end] == lit.value
 
 
+def test_a_look_alike_id_is_pinned_like_its_latin_twin_and_flagged(kinds):
+    spoof = "\u0406NV-2025-08-44719"  # a Cyrillic capital I
+    text = f"Refund {spoof}, not INV-2025-08-44718."
+    found = {lit.value: lit for lit in kinds.scan([Turn("user", text)]).literals}
+    assert set(found) == {spoof, "INV-2025-08-44718"}
+    lit = found[spoof]
+    assert (lit.rule, lit.mixed_script, text[lit.start:lit.end]) == (
+        "billing/invoice-number", True, spoof)
+    assert not found["INV-2025-08-44718"].mixed_script
+    # a JSON value a json_key rule accepts once folded; the order id of a tool call too
+    call = ToolCall("get_order", {"order_id": "#W23\u041e8"})  # a Cyrillic O
+    (lit,) = kinds.scan([Turn("assistant", "", tool_calls=(call,))]).literals
+    assert (lit.value, lit.rule, lit.mixed_script) == ("#W23\u041e8", "kinds/order-key", True)
+
+
+def test_look_alike_letters_alone_are_another_script_not_a_spoof(kinds):
+    # Cyrillic words that fold to Latin letters, with no Latin letter or digit: not pinned
+    terms = pack_from("""
+name: words
+version: "1"
+rules:
+  - id: word
+    kind: regex
+    description: four capitals
+    pattern: '\\b[A-Z]{4}\\b'
+    examples:
+      match: [{text: 'CAPE', literals: ['CAPE']}]
+""")
+    assert values(Extractor([terms]).scan([Turn("user", "\u0421\u0410\u0420\u0415 CAPE")])) == [
+        "CAPE"]
+    assert values(Extractor([terms]).scan([Turn("user", "\u0421APE")])) == ["\u0421APE"]
+
+
 def test_keyword_prefilter_gates_the_rule_in_any_case(kinds):
     assert values(kinds.scan([Turn("user", "PROJ-1234 is broken")])) == []
     assert values(kinds.scan([Turn("user", "TICKET PROJ-1234 is broken")])) == ["PROJ-1234"]
@@ -98,7 +131,7 @@ def test_catastrophic_regex_times_out_and_fails_closed():
     extractor = Extractor([pack_from(
         "name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
         "    pattern: '(a|aa)+$'\n  - id: fine\n    kind: regex\n    pattern: '\\bID-\\d+'\n")],
-        timeout=0.05, timeout_per_mb=0)
+        timeout=0.25, timeout_per_mb=0)  # a margin for "fine" on a loaded machine
     turns = [Turn("user", "ID-1 ok"), Turn("tool", "ID-2 " + "a" * 60 + "b")]
     result = extractor.scan(turns)
     assert [(t.rule, t.turn) for t in result.timeouts] == [("slow/evil", 1)]
@@ -170,6 +203,7 @@ def test_fixture_examples_pass_through_the_whole_engine():
     assert sum(r.examples for r in reports) == 8
 
 
+@pytest.mark.slow
 def test_fifty_megabyte_tool_result_is_scanned(kinds):
     text = ("x" * 1000 + " INV-2025-08-44719 ") * 50_000
     assert values(kinds.scan([Turn("tool", text)])) == ["INV-2025-08-44719"]
@@ -196,6 +230,7 @@ PREFILTER_PATTERNS = [r"(?<![\w#])#W\d{3,7}(?!\w)", r"\b[A-Z]{2,4}-\d{1,5}\b", r
                       r"(?>ab|a)c", r"[^]x]y(?=z)", r"(?i)inv-\d+"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="#W0123456789ABCDEFGHIJxyzakec=-_ ]\n", max_size=60))
 def test_relaxed_re2_prefilter_never_drops_a_match(text):
@@ -381,7 +416,7 @@ def test_scan_memo_stores_no_scan_in_which_a_rule_timed_out():
     extractor = Extractor([pack_from(
         "name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
         "    pattern: '(a|aa)+$'\n  - id: fine\n    kind: regex\n    pattern: '\\bID-\\d+'\n")],
-        timeout=0.05, timeout_per_mb=0)
+        timeout=0.25, timeout_per_mb=0)  # a margin for "fine" on a loaded machine
     memo = ScanMemo(extractor)
     turns = [Turn("user", "ID-1 ok"), Turn("tool", "ID-2 " + "a" * 60 + "b")]
     for _ in range(2):  # scanned again, failing closed again
@@ -404,25 +439,24 @@ def test_scan_memo_is_bounded_and_keeps_conversations_apart(kinds):
 
 
 def test_scan_memo_from_many_threads(kinds):
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     from firewall.extract import ScanMemo
 
-    memo, errors = ScanMemo(kinds, size=3), []
+    memo = ScanMemo(kinds, size=3)
     histories = [_history(6, tag) for tag in "ABCDEF"]
     expected = [_dump(_fresh(kinds, turns)) for turns in histories]
 
-    def worker(k: int) -> None:
+    def worker(k: int) -> list[int]:
+        wrong = []
         for n in range(1, 25):
             turns = histories[(k + n) % len(histories)]
             if _dump(memo.scan(turns, tag="conversation")) != expected[(k + n) % len(histories)]:
-                errors.append(k)
+                wrong.append(n)
+        return wrong
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    with ThreadPoolExecutor(6) as pool:  # .result() re-raises what a worker raised
+        assert [f.result(60) for f in [pool.submit(worker, k) for k in range(6)]] == [[]] * 6
 
 
 KEYWORD_RULES = [("#W\\d{3}", ["#w", "order"]), ("\\w+-\\d+", ["-"]), ("x\\.y", [".", "dot"]),
@@ -460,6 +494,7 @@ json_values = st.recursive(
     max_leaves=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):

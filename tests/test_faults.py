@@ -577,33 +577,28 @@ def test_sensitive_literal_is_found_in_a_log_with_its_own_key(tmp_path, packs):
 
 # ── summarizer failures ────────────────────────────────────────────────────────────────────
 
-class APIStatusError(Exception):
-    """Shaped like the vendor SDKs' errors (anthropic.RateLimitError, OverloadedError...)."""
+def _sdk_error(name: str) -> BaseException:
+    """The error the Anthropic SDK itself raises, built as the SDK builds it from a response."""
+    anthropic = pytest.importorskip("anthropic")
+    import httpx2
 
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class RateLimitError(APIStatusError):
-    pass
-
-
-class OverloadedError(APIStatusError):
-    pass
-
-
-class ReadTimeout(Exception):
-    """Shaped like httpx.ReadTimeout."""
+    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
+    if name == "read-timeout":
+        return anthropic.APITimeoutError(request=request)
+    status, cls, kind = {"429": (429, anthropic.RateLimitError, "rate_limit_error"),
+                         "529": (529, anthropic.OverloadedError, "overloaded_error")}[name]
+    body = {"type": "error", "error": {"type": kind, "message": "Overloaded"}}
+    return cls(f"Error code: {status} - {body}",
+               response=httpx2.Response(status, request=request, json=body), body=body)
 
 
-FAILURES = {
-    "timeout": TimeoutError("the summarizer took longer than 30 s"),
-    "asyncio-timeout": asyncio.TimeoutError(),
-    "read-timeout": ReadTimeout("The read operation timed out"),
-    "429": RateLimitError("Error code: 429 - rate_limit_error", 429),
-    "529": OverloadedError("Error code: 529 - overloaded_error", 529),
-    "summarizer-error": SummarizerError("vendor returned an empty completion"),
+FAILURES = {  # factories: an SDK's error needs the SDK
+    "timeout": lambda: TimeoutError("the summarizer took longer than 30 s"),
+    "asyncio-timeout": asyncio.TimeoutError,
+    "read-timeout": lambda: _sdk_error("read-timeout"),
+    "429": lambda: _sdk_error("429"),
+    "529": lambda: _sdk_error("529"),
+    "summarizer-error": lambda: SummarizerError("vendor returned an empty completion"),
 }
 MALFORMED = {
     "none": None, "dict": {"text": "a summary"}, "int": 42, "list": ["a", "summary"],
@@ -654,11 +649,12 @@ def _run(fw: Firewall, original, summarizer, driver: str):
 def test_summarizer_exception_leaves_the_conversation_intact(packs, name, driver):
     original = conversation()
     snapshot = copy.deepcopy(original)
-    summarizer = (Raw if driver == "sync" else AsyncRaw)(FAILURES[name])
+    failure = FAILURES[name]()
+    summarizer = (Raw if driver == "sync" else AsyncRaw)(failure)
     result = _run(Firewall(packs, keep_last=2), original, summarizer, driver)
     assert_intact(result, original, snapshot)
     assert summarizer.calls == 1  # a failed call is not re-asked
-    assert type(FAILURES[name]).__name__ in result.record.attempts[0].error
+    assert type(failure).__name__ in result.record.attempts[0].error
 
 
 @pytest.mark.parametrize("driver", ["sync", "async"])
@@ -677,7 +673,7 @@ def test_overload_on_the_reask_leaves_the_conversation_intact(packs, policy):
     original = conversation()
     snapshot = copy.deepcopy(original)
     scripted = ScriptedSummarizer(["The user asked about INV-2025-08-44791.",  # a mutation
-                                   OverloadedError("Error code: 529", 529)])
+                                   _sdk_error("529")])
     result = Firewall(packs, keep_last=2, policy=policy).compact(original, summarizer=scripted)
     assert len(scripted.calls) == 2 and scripted.calls[1].feedback
     assert_intact(result, original, snapshot)
@@ -688,7 +684,7 @@ def test_raise_policy_refuses_and_leaves_the_input_untouched(packs):
     snapshot = copy.deepcopy(original)
     with pytest.raises(CompactionRefused) as refused:
         Firewall(packs, keep_last=2, policy="raise").compact(
-            original, summarizer=Raw(RateLimitError("Error code: 429", 429)))
+            original, summarizer=Raw(_sdk_error("429")))
     assert "429" in str(refused.value) and len(refused.value.attempts) == 1
     assert original == snapshot
 
@@ -707,7 +703,8 @@ def test_summarizer_editing_its_input_cannot_modify_the_callers_messages(packs):
     def sloppy(messages):
         for message in messages:
             message["content"] = "[redacted]"
-        raise OverloadedError("Error code: 529", 529)
+        raise _sdk_error("529")
 
     result = Firewall(packs, keep_last=2).compact(original, summarizer=sloppy)
     assert_intact(result, original, snapshot)
+    assert result.record.attempts[0].error.startswith("OverloadedError: Error code: 529")

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -191,6 +192,47 @@ def issued(request) -> str:
     return re.search(r"\[\[SECRET_[0-9a-f]{8}_\d+\]\]", "\n".join(texts)).group(0)
 
 
+def test_check_fails_on_a_mutation_of_a_literal_that_was_not_required(packs):
+    # OTHER comes from the tool and the assistant: not required, yet a wrong copy of it is wrong
+    verdict = Firewall(packs).check(
+        conversation(), f"{INVOICE} was charged twice; INV-2025-08-44781 refunded it.")
+    assert not verdict.ok
+    assert [(f.value, f.status, f.resembles, f.required) for f in verdict.findings] == [
+        (INVOICE, "present", None, True), (OTHER, "mutated", "INV-2025-08-44781", False)]
+
+
+def test_check_a_string_the_conversation_holds_is_not_a_mutation(packs):
+    messages = conversation()
+    messages[3]["content"] = json.dumps({"order_id": "#W2378156", "replaces": "#W2378165"})
+    summary = f"{INVOICE}, {OTHER}, #W77: order #W2378156 replaces #W2378165."
+    fw = Firewall(packs)
+    assert "#W2378165" not in {lit.value for lit in fw.scan(messages)}  # not a literal: a string
+    assert fw.check(messages, summary, strict=True).ok
+    assert not fw.check(messages, summary.replace("#W2378165", "#W2378516"), strict=True).ok
+
+
+def test_strict_requires_every_literal_worth_pinning_not_every_literal():
+    from firewall.guard import worth_pinning
+
+    messages = [
+        {"role": "user", "content": "Where is my order?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "get_order_details", "arguments": '{"order_id": "#W2378156"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({
+            "order_id": "#W2378156", "address": {"city": "Denver", "state": "CO",
+                                                 "country": "USA", "zip": "80202"},
+            "amount": 100, "payment_method_id": "credit_card_8897086"})},
+    ]
+    fw = Firewall()
+    found = {lit.value: lit for lit in fw.scan(messages)}
+    assert {"CO", "USA", "100", "#W2378156", "credit_card_8897086"} <= set(found)
+    strict = {value for value, lit in found.items() if worth_pinning(lit)}
+    assert strict == {"#W2378156", "credit_card_8897086", "80202"}
+    summary = "Order #W2378156 (paid with credit_card_8897086) ships to 80202."
+    assert fw.check(messages, summary, strict=True).ok
+    assert not fw.check(messages, summary.replace(" to 80202", ""), strict=True).ok
+
+
 def test_placeholders_keep_secrets_from_the_summarizer(packs):
     messages = conversation()
     messages.insert(2, {"role": "user", "content": "my card is 4242 4242 4242 4242"})
@@ -200,6 +242,26 @@ def test_placeholders_keep_secrets_from_the_summarizer(packs):
     sent = json.dumps([t.text for t in scripted.calls[0].turns]) + scripted.calls[0].instructions
     assert "4242 4242 4242 4242" not in sent and issued(scripted.calls[0]) in sent
     assert "card 4242 4242 4242 4242 on file" in result.summary
+
+
+def test_placeholders_are_restored_to_exactly_their_own_secrets(packs):
+    cards = ["4242 4242 4242 4242", "4000 0566 5566 5556"]
+    messages = conversation()
+    messages.insert(2, {"role": "user", "content": f"my cards are {cards[0]} and {cards[1]}"})
+    sent = {}
+
+    def summarize(request):
+        masked = next(t.text for t in request.turns if t.text.startswith("my cards are"))
+        # in the order of cards
+        sent["names"] = re.findall(r"\[\[SECRET_[0-9a-f]{8}_\d+\]\]", masked)
+        a, b = sent["names"]
+        return f"{INVOICE}; second card {b}, first card {a}, again {b}."
+
+    result = Firewall(packs, keep_last=2, placeholders=True).compact(
+        messages, summarizer=ScriptedSummarizer([summarize]))
+    assert len(set(sent["names"])) == 2
+    body = result.summary.split("\n\n", 1)[1]
+    assert body == f"{INVOICE}; second card {cards[1]}, first card {cards[0]}, again {cards[1]}."
 
 
 def test_damaged_placeholder_is_reasked(packs):
@@ -219,6 +281,7 @@ SUMMARIES = st.one_of(st.text(max_size=200), st.just(""),
                                        "INV-2025-08-44791 #w77 INV\u20112025\u201108\u201144718"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(summary=SUMMARIES, keep_last=st.integers(0, 7),
        values=st.lists(st.from_regex(r"INV-20\d\d-\d\d-\d{5}", fullmatch=True), min_size=1,
@@ -325,13 +388,142 @@ def test_compactions_of_one_conversation_running_at_once_get_distinct_numbers(pa
         both_asked.wait()
         return f"About {INVOICE}."
 
-    threads = [threading.Thread(target=fw.compact, args=(conversation(),),
-                                kwargs={"summarizer": summarizer}) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(2) as pool:  # .result() re-raises what a thread raised
+        results = [f.result(60) for f in [pool.submit(fw.compact, conversation(),
+                                                      summarizer=summarizer) for _ in range(2)]]
+    assert all(r.compacted for r in results)  # both summarizers passed the barrier
     assert sorted(r.compaction for r in log.export()) == [1, 2]
     # and without a log to count from, a firewall still numbers them in order
     bare = Firewall(packs, keep_last=2)
     assert [bare.compact(conversation()).record.compaction for _ in range(3)] == [1, 2, 3]
+
+
+def test_report_counts_each_literal_once_by_its_audit_status(packs):
+    from firewall.audit import STATUSES
+
+    fillers = [f"#W{i:07d}" for i in range(40)]
+    messages = conversation()
+    messages[3]["content"] = json.dumps({"order_id": "#W77", "item_ids": fillers})
+    result = Firewall(packs, keep_last=2, budget_tokens=80).compact(
+        messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
+    report = result.report()
+    assert list(report) == ["pinned", "reasked", *STATUSES]
+    statuses = [lit.status for lit in result.record.literals]
+    assert {s: report[s] for s in STATUSES} == {s: statuses.count(s) for s in STATUSES}
+    assert report["evicted"] and report["in_summary"] == 1 and report["reinjected"]
+
+
+def test_an_evicted_literal_keeps_its_turn_and_is_evicted_only_if_the_context_lost_it(packs):
+    fillers = [f"#W{i:07d}" for i in range(40)]
+    messages = conversation()
+    messages[3]["content"] = json.dumps({"order_id": "#W77", "item_ids": fillers})
+    # the tail repeats the first half of the ids
+    messages[-1]["content"] = "Checking " + json.dumps({"item_ids": fillers[:20]})
+    result = Firewall(packs, keep_last=2, budget_tokens=80).compact(
+        messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
+    dropped = {lit.value: lit for lit in result.record.literals
+               if (lit.detail or "").startswith("evicted from the ledger")}
+    assert {e.value for e in result.ledger.evictions} == set(dropped)
+    assert {lit.turn for lit in dropped.values()} == {3}  # the tool result, not turn 0
+    in_tail = {v for v in dropped if v in fillers[:20]}
+    assert in_tail and len(in_tail) < len(dropped)
+    assert {v: dropped[v].status for v in dropped} == {
+        v: "kept_verbatim" if v in in_tail else "evicted" for v in dropped}
+    assert all(dropped[v].in_tail for v in in_tail)
+
+
+def test_recompaction_keeps_one_turn_numbering_and_never_quotes_its_own_summary(packs):
+    fw = Firewall(packs, keep_last=2)
+    messages = conversation()
+    first = fw.compact(messages, summarizer=ScriptedSummarizer([f"Asked about {INVOICE}."]))
+    before = {e.value: (e.first_seen, e.role) for e in first.ledger.entries}
+    assert before[OTHER] == (3, "tool")
+    new_invoice = "INV-2025-09-00001"
+    later = first.messages + [{"role": "user", "content": f"Now {new_invoice} please."},
+                              {"role": "assistant", "content": "Looking."}]
+    scripted = ScriptedSummarizer([f"Asked about {INVOICE}, then {new_invoice}."])
+    second = fw.compact(later, summarizer=scripted, keep_last=1, ledger=first.ledger)
+    after = {e.value: (e.first_seen, e.role) for e in second.ledger.entries}
+    # earlier entries keep their provenance: our summary did not make them user-typed, turn 1
+    assert {v: after[v] for v in before} == before
+    # the new message is turn 7 of the original numbering (it follows the 7 original messages)
+    assert after[new_invoice] == (len(messages), "user")
+    assert second.record.span == (1, len(messages))
+    assert second.summary.startswith(
+        f"Summary of the earlier conversation (turns 1-{len(messages)}), compacted:")
+    # the summarizer saw the earlier summary's text, not its header nor the ledger block
+    sent = [t.text for t in scripted.calls[0].turns]
+    assert sent[0] == f"Asked about {INVOICE}."
+    assert not any("Summary of the earlier" in t or "<<<ledger" in t for t in sent)
+    assert second.summary.count("Summary of the earlier conversation") == 1
+
+
+def test_a_mixed_script_literal_is_flagged_in_the_audit_record(packs, tmp_path):
+    spoof = "\u0406NV-2025-08-44719"  # a Cyrillic capital I
+    messages = conversation()
+    messages[1]["content"] = f"Why was invoice {spoof} charged twice?"
+    log = SQLiteAuditLog(tmp_path / "audit.db")
+    result = Firewall(packs, keep_last=2, audit=log).compact(
+        messages, summarizer=ScriptedSummarizer([f"{spoof} charged twice."]))
+    flags = {lit.value: lit.mixed_script for lit in result.record.literals}
+    assert flags[spoof] is True and flags[OTHER] is False
+    (summary, outcome), = log.find_literal(spoof)
+    assert outcome.mixed_script and outcome.status == "in_summary"
+    assert {lit.value: lit.mixed_script for lit in log.get(summary.id).literals} == flags
+
+
+def _tool_results_follow_their_calls(messages) -> bool:
+    """What vendor APIs require: every tool result answers a call made before it."""
+    called = set()
+    for message in messages:
+        called |= {c["id"] for c in message.get("tool_calls") or ()}
+        if message.get("role") == "tool" and message["tool_call_id"] not in called:
+            return False
+    return True
+
+
+def test_keep_source_keeps_a_tool_result_with_its_call(packs):
+    # OTHER is first seen in the tool result (turn 3): keeping that turn keeps its call too
+    fw = Firewall(packs, keep_last=2, required="all", policy="keep_source", max_retries=0)
+    messages = conversation()
+    result = fw.compact(messages, summarizer=ScriptedSummarizer([f"{INVOICE}; #W77."]))
+    assert result.compacted
+    kept = [m for m in result.messages if m in messages[1:5]]
+    assert kept == [messages[2], messages[3]]  # the call, then its result; not the others
+    assert _tool_results_follow_their_calls(result.messages)
+
+
+@pytest.mark.parametrize("role, kept_turns", [("tool", [2, 3]), ("assistant", [2, 3, 4])])
+def test_a_turn_kept_for_a_rule_timeout_keeps_its_tool_pair(role, kept_turns):
+    from firewall.extract import Extractor
+    from firewall.packs import Pack, parse_pack
+
+    spec = parse_pack(f"""
+name: refs
+version: "1"
+rules:
+  - id: ref
+    kind: regex
+    description: order references, in {role} turns only
+    pattern: '#W\\d+|\\bINV-[\\d-]+'
+    roles: [{role}]
+    examples:
+      match: [{{text: 'see INV-2025-08-44718', literals: ['INV-2025-08-44718']}}]
+""")
+    pack = Pack(name=spec.name, version=spec.version, rules=tuple(spec.rules), owners=("refs",))
+    fw = Firewall([pack], keep_last=2)
+    fw.extractor = Extractor([pack], timeout=0, timeout_per_mb=0)  # every match runs out of time
+    messages = conversation()
+    result = fw.compact(messages, summarizer=ScriptedSummarizer(["Two charges were checked."]))
+    assert result.compacted
+    assert [i for i, m in enumerate(messages) if 0 < i < 5 and m in result.messages] == kept_turns
+    assert _tool_results_follow_their_calls(result.messages)
+
+
+def test_a_literal_is_in_the_tail_only_where_the_validator_would_call_it_present(packs):
+    messages = conversation()
+    messages[-1]["content"] = "Checking INV-2025-08-447180 now."  # OTHER with a digit glued on
+    result = Firewall(packs, keep_last=2).compact(
+        messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
+    other = next(lit for lit in result.record.literals if lit.value == OTHER)
+    assert (other.status, other.in_tail, other.in_ledger) == ("reinjected", False, True)

@@ -207,6 +207,18 @@ def test_paused_compaction_is_checked_then_resumed_with_ledger_after_block(
     assert attempt.verdict.present == 2
 
 
+def test_a_string_the_history_holds_is_not_a_mutation_and_not_reasked(
+        fw: firewall.Firewall) -> None:
+    # the user also named another order, a near miss of ORDER that no rule pins in text
+    messages = copy.deepcopy(MESSAGES)
+    messages[0]["content"] += " (my other order is #W4923272)"
+    block = compaction(f"Refund {INVOICE}; other order #W4923272; bug in {PATH}.")
+    api = FakeAPI(paused(block), (200, message(text("Done."))))
+    turn = create(guard(fw, api), messages)
+    assert len(api.requests) == 2 and turn.verdict.ok  # resumed at once, no re-ask
+    assert turn.verdict.mutated == ()
+
+
 def test_mutated_summary_is_reasked_with_feedback(fw: firewall.Firewall) -> None:
     bad = compaction(f"Refund {NEAR_MISS}; bug in {PATH}.", signature="sig-bad")
     good = compaction(f"Refund {INVOICE}; bug in {PATH}.", signature="sig-good")

@@ -137,6 +137,7 @@ def test_genuine_block_is_found_inside_any_surrounding_text(literals, before, af
     assert find_blocks(text, NONCE, KEY) == [(len(before), len(before) + len(block))]
 
 
+@pytest.mark.slow
 @PROPS
 @given(literals_st())
 def test_json_round_trip_is_lossless(literals):
@@ -403,6 +404,7 @@ def superadditive(text: str) -> int:  # makes the per-line estimate badly wrong
     return count_tokens(text) ** 2 // 50
 
 
+@pytest.mark.slow
 @PROPS
 @given(literals_st(max_size=15), st.integers(0, 400),
        st.sampled_from([count_tokens, superadditive]))

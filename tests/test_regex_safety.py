@@ -4,7 +4,8 @@ flagged by ``firewall rules lint`` and bounded by the engine's timeout, failing 
 The time limits here are hang guards, not speed targets: a linear rule scans 1 MB in tens of
 milliseconds, a backtracking one does not finish in minutes. A limit is enforced through the
 engine's own timeout (``CompiledRule.find(text, timeout)``), so a failure is a ``TimeoutError``
-naming the rule and the input shape, never a stuck test run.
+naming the rule and the input shape, never a stuck test run. Where a test measures time itself,
+it measures its own thread's CPU time, which other jobs on a loaded machine do not inflate.
 
 Inputs: 1 MB made of 64 kB runs of generic shapes (a quadratic rule needs ~10^9 steps on one
 such run, far beyond the limit), plus a 1 MB text per rule built from its own examples and
@@ -115,18 +116,18 @@ def test_find_blocks_is_linear_on_a_megabyte_of_forged_headers() -> None:
     header = f"<<<ledger {ledger.nonce}>>>\n"
     closer = f"\n<<<end 000000000000000000>>>"
     hostile = fill(header + "- x  (k; tool, turn 1)" + closer, MB) + fill(header, MB)
-    started = time.perf_counter()
+    started = time.thread_time()
     assert find_blocks(hostile, ledger.nonce, ledger.key) == []
-    assert time.perf_counter() - started < LIMIT  # hang guard
+    assert time.thread_time() - started < LIMIT  # hang guard
 
 
 def test_placeholder_restore_is_linear_on_a_megabyte_of_near_placeholders() -> None:
     table = Placeholders()
     table.add(["hunter2-password"])
     hostile = fill("[[SECRET_1] [ secret_ [[SECRET_x]] [[[[", MB)
-    started = time.perf_counter()
+    started = time.thread_time()
     restored, problems = table.restore(hostile)
-    assert time.perf_counter() - started < LIMIT  # hang guard
+    assert time.thread_time() - started < LIMIT  # hang guard
     assert problems  # damaged placeholders are reported, not silently accepted
 
 
@@ -181,11 +182,13 @@ def test_lint_flags_catastrophic_user_patterns(hostile_pack) -> None:
 
 
 def test_catastrophic_rule_times_out_and_fails_closed(hostile_pack) -> None:
-    extractor = Extractor([hostile_pack], timeout=0.05, timeout_per_mb=0.0)
+    # the ticket rule must beat the timeout on the same text: 0.25 s leaves it a wide margin
+    # on a loaded machine; the backtracking rules never finish anyway
+    extractor = Extractor([hostile_pack], timeout=0.25, timeout_per_mb=0.0)
     turns = [Turn("user", "hello, nothing here."), Turn("tool", EXPLOSIVE, tool_name="grep")]
-    started = time.perf_counter()
+    started = time.thread_time()
     result = extractor.scan(turns)
-    assert time.perf_counter() - started < LIMIT  # bounded by the engine's timeout
+    assert time.thread_time() - started < LIMIT  # bounded by the engine's timeout
 
     timed_out = {(t.rule, t.turn) for t in result.timeouts}
     assert ("hostile/alternation", 1) in timed_out
@@ -200,7 +203,7 @@ def test_compaction_keeps_the_timed_out_turn_verbatim(hostile_pack) -> None:
     from firewall import Firewall
 
     fw = Firewall([hostile_pack], keep_last=1)
-    fw.extractor = Extractor([hostile_pack], timeout=0.05, timeout_per_mb=0.0)
+    fw.extractor = Extractor([hostile_pack], timeout=0.25, timeout_per_mb=0.0)
     messages = [{"role": "user", "content": "please check the logs"},
                 {"role": "assistant", "content": EXPLOSIVE},
                 {"role": "user", "content": "summarize and continue"},

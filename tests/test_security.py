@@ -297,8 +297,8 @@ def test_audit_hashes_evicted_secrets(packs: list[Any]) -> None:
                 {"role": "assistant", "content": "ok"}]
     result = Firewall(packs, keep_last=1, budget_tokens=60, audit=log).compact(messages)
     assert GITHUB not in result.ledger  # evicted by the budget...
-    assert any(o.status == "evicted" and o.value_hash == literal_hash(GITHUB, b"k")
-               for o in result.record.literals)
+    assert any((o.detail or "").startswith("evicted from the ledger") and o.sensitive
+               and o.value_hash == literal_hash(GITHUB, b"k") for o in result.record.literals)
     assert GITHUB not in log.records[0].model_dump_json()  # ...and still never in clear
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -199,7 +198,22 @@ def test_odd_turns():
     assert "\udcff" in ExtractiveSummarizer().summarize(reask(turns, ["\udcff\udcfe"])).text
 
 
-def test_huge_tool_results_are_fast():
+@pytest.mark.slow
+def test_huge_tool_results_cost_a_bounded_prefix(monkeypatch):
+    # how fast that is, is benchmarks/' business; here: the work is bounded whatever the size
+    from firewall.summarizers import extractive
+
+    seen: dict[str, list[int]] = {"split": [], "loads": [], "count": []}
+
+    def spy(name, func):
+        def wrapper(text, *args, **kwargs):
+            seen[name].append(len(text))
+            return func(text, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(extractive, "split_sentences", spy("split", extractive.split_sentences))
+    monkeypatch.setattr(extractive, "_loads", spy("loads", extractive._loads))
+    monkeypatch.setattr(extractive, "count_tokens", spy("count", extractive.count_tokens))
     filler = '{"sku": "1234567890", "qty": 1}, '
     blob = '{"order_id": "#W9", "items": [' + filler * 1_600_000 + '{"sku": "LAST-42"}]}'
     log = "ok line 1.\n" * 4_600_000 + "tail marker ZX-99"
@@ -207,11 +221,11 @@ def test_huge_tool_results_are_fast():
     turns = (Turn("user", "Check order #W9."),
              Turn("tool", blob, tool_name="get_order_details"),
              Turn("tool", log, tool_name="tail_log"))
-    start = time.perf_counter()
     first = ExtractiveSummarizer().summarize(request(turns))
     second = ExtractiveSummarizer().summarize(reask(turns, ["LAST-42", "ZX-99"]))
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.5, elapsed
+    assert seen["split"] and max(seen["split"]) <= extractive.SCAN_CHARS  # segmented: a prefix
+    assert max(seen["loads"], default=0) <= extractive.PARSE_CHARS  # never parsed whole
+    assert max(seen["count"]) <= extractive.SCAN_CHARS  # tokens counted on a prefix
     assert ("tool get_order_details: returned (52.8M chars) order_id=#W9, sku=1234567890, qty=1,"
             in first.text)
     assert "tool get_order_details: sku=LAST-42" in second.text
@@ -271,3 +285,20 @@ def test_scripted_async_and_validation():
     assert s.summarize(request()).text == "only" and len(s.calls) == 2
     with pytest.raises(ValueError):
         ScriptedSummarizer([])
+
+
+@pytest.mark.parametrize("argument", [
+    "python -m pytest pvlib/tests/test_irradiance.py::test_sky_diffuse_zenith_close_to_90[perez] -q",
+    "pvlib/tests/test_irradiance.py::test_sky_diffuse_zenith_close_to_90_in_a_very_long_node_id",
+])
+def test_a_clipped_value_never_holds_a_truncated_token(argument):
+    # a value cut inside an ID would write a wrong, shorter one: cut between tokens, or drop it
+    from firewall.guard import source_texts
+    from firewall.validate import validate
+
+    literal = argument.split()[3] if " " in argument else argument
+    turns = (Turn("user", "Run the failing test."),
+             Turn("assistant", "", tool_calls=(ToolCall("bash", {"command": argument}),)))
+    summary = ExtractiveSummarizer().summarize(request(turns)).text
+    assert "called bash(command=" in summary and len(argument) > 80
+    assert validate(summary, [], known=[literal], source=list(source_texts(turns))).ok

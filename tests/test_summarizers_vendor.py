@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -262,9 +263,18 @@ def completion(content: str | None, finish_reason: str = "stop", refusal: str | 
             {"prompt_tokens": 900, "completion_tokens": 70, "total_tokens": 970}}
 
 
+# what OpenAI's API answers: a rate limit, and an overloaded server
+OPENAI_ERRORS = {
+    429: {"message": "Rate limit reached for gpt-4.1-mini in organization org-1 on requests per "
+                     "min (RPM): Limit 500, Used 500, Requested 1.", "type": "requests",
+          "param": None, "code": "rate_limit_exceeded"},
+    503: {"message": "The engine is currently overloaded, please try again later.",
+          "type": "server_error", "param": None, "code": None},
+}
+
+
 def openai_error(status: int) -> tuple[int, dict[str, Any]]:
-    return status, {"error": {"message": f"status {status} happened", "type": "server_busy",
-                              "param": None, "code": None}}
+    return status, {"error": OPENAI_ERRORS[status]}
 
 
 def openai_summarizer(sdk: Any, api: FakeAPI, *, use_async: bool = False,
@@ -341,11 +351,12 @@ def test_openai_explicit_key_and_token_param(openai_sdk: Any) -> None:
     assert api.bodies[0]["max_completion_tokens"] == 2048
 
 
-@pytest.mark.parametrize("status", [429, 529])
+@pytest.mark.parametrize("status", sorted(OPENAI_ERRORS))
 def test_openai_status_errors(openai_sdk: Any, status: int) -> None:
     api = FakeAPI(openai_error(status))
-    with pytest.raises(SummarizerError,
-                       match=rf"OpenAI API error {status} server_busy: status {status} happened"):
+    error = OPENAI_ERRORS[status]
+    with pytest.raises(SummarizerError, match=re.escape(
+            f"OpenAI API error {status} {error['type']}: {error['message']}")):
         openai_summarizer(openai_sdk, api).summarize(REQUEST)
     assert len(api.requests) == 1
 
@@ -391,7 +402,7 @@ def test_openai_async(openai_sdk: Any) -> None:
     assert REASK.previous in api.bodies[1]["messages"][1]["content"]
 
 
-@pytest.mark.parametrize("status", [429, 529])
+@pytest.mark.parametrize("status", sorted(OPENAI_ERRORS))
 def test_openai_async_status_errors(openai_sdk: Any, status: int) -> None:
     summarizer = openai_summarizer(openai_sdk, FakeAPI(openai_error(status)), use_async=True)
     with pytest.raises(SummarizerError, match=rf"OpenAI API error {status}\b"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import string
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from firewall import tokens
@@ -40,6 +41,7 @@ def test_every_ascii_string_of_up_to_two_characters():
             assert _ASCII_PIECES.findall(text) == _PIECES.findall(text), repr(text)
 
 
+@pytest.mark.slow
 def test_every_string_of_three_tricky_characters():
     for chars in itertools.product(TRICKY, repeat=3):
         text = "".join(chars)
@@ -47,6 +49,7 @@ def test_every_string_of_three_tricky_characters():
         assert tokens.estimate_tokens(text) == reference(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.sampled_from(TRICKY + string.ascii_letters + string.digits
                                          + string.punctuation), max_size=80)
@@ -56,6 +59,7 @@ def test_ascii_text_same_pieces_and_count(text):
     assert tokens.estimate_tokens(text) == reference(text)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_same_count(text):

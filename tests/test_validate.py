@@ -16,6 +16,7 @@ CHARGE = "ch_3NkQ2"
 PATH = "src/auth/handler.ts:142"
 UUID = "123e4567-e89b-12d3-a456-426614174000"
 SHA = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+PNR = "SDZQKO"
 
 
 def _one_mutation(literal: str, written: str) -> Finding:
@@ -89,6 +90,16 @@ MUTATIONS = [
     (SHA, "9fceb02…61af8", "truncated"),
     (SHA, "9fceb02...61af8", "truncated"),
     ("src/auth/handler.ts", "src/…/handler.ts", "truncated"),
+    # a booking reference of capitals only: letters swapped, changed, dropped, doubled, case
+    (PNR, "SDZKQO", "transposed characters"),
+    (PNR, "SDZQKD", "edited"),
+    (PNR, "SDZQO", "edited"),
+    (PNR, "SDZQKKO", "edited"),
+    (PNR, "sdzqko", "case changed"),
+    (PNR, "SDZQ\u041aO", "look-alike characters"),  # Cyrillic capital Ka
+    ("decode_ascii", "decode_acsii", "transposed characters"),
+    ("decode_ascii", "decode_asii", "edited"),
+    ("decode_ascii", "Decode_Ascii", "case changed"),
 ]
 
 
@@ -153,7 +164,66 @@ def test_span_goes_to_the_value_it_resembles_best() -> None:
     # a look-alike copy of a known neighbour is that neighbour's, not an edit of the required one
     other = "INV-2025-08-44718"
     verdict = validate(f"Refunded {other.replace('-', '‑')}.", [INV], known=[other])
-    assert [f.status for f in verdict.findings] == ["missing"]
+    assert [(f.value, f.status, f.required) for f in verdict.findings] == [
+        (INV, "missing", True), (other, "mutated", False)]
+
+
+def test_a_near_miss_of_a_known_literal_that_is_not_required_fails_the_verdict() -> None:
+    # a wrong ID asserted by the summary is worse than a lost one, required or not
+    verdict = validate("Order #W2378165 shipped.", [], known=[("#W2378156", "shop/order")])
+    assert not verdict.ok
+    assert [(f.value, f.rule, f.status, f.resembles, f.reason, f.required)
+            for f in verdict.findings] == [
+        ("#W2378156", "shop/order", "mutated", "#W2378165", "transposed digits", False)]
+    assert validate("Order #W2378156 shipped.", [], known=["#W2378156"]).ok
+
+
+@pytest.mark.parametrize(("literal", "summary", "source"), [
+    # another real function of the span, one edit away from the literal
+    ("encode_ascii", "It calls decode_ascii first.", "def encode_ascii(): ...\ndef decode_ascii():"),
+    # the directory the files were listed from
+    ("src/marshmallow/schema.py", "Listed src/marshmallow/ files.",
+     "$ ls src/marshmallow/\nsrc/marshmallow/schema.py"),
+    # a word of the span in another case, at a sentence end
+    ("DateTime", "It parses a datetime.", "import datetime.\nclass DateTime: ..."),
+    # a whole multi-token window of the span
+    (INV, "Filed as INV 2025 08 44719 by the bank.", "bank ref: INV 2025 08 44719, "),
+    # the literal glued into a longer token of the source (#W9502127 holds 9502127)
+    ("9502127", "Order #W9502127 shipped.", "user: my order #W9502127"),
+    ("./src/rules/L0", "ran cat ./src/rules/L028.py", "grep x ./src/rules/L0*.py; cat ./src/rules/L028.py"),
+    # a separator-only token after the copy is not part of it
+    (ORDER, "Order W2378156 - shipped.", "the order W2378156 - shipped"),
+])
+def test_a_whole_token_of_the_source_is_copied_not_mutated(literal: str, summary: str,
+                                                           source: str) -> None:
+    assert validate(summary, [literal]).mutated, "precondition: a near miss without the source"
+    verdict = validate(summary, [], known=[literal], source=[source])
+    assert verdict.ok and verdict.findings == ()
+
+
+@pytest.mark.parametrize(("summary", "source"), [
+    # a prefix of a longer source token is not a token of the source: the line number was lost
+    ("See src/auth/handler.ts for it.", f"error at {PATH} (line)"),
+    ("See src/auth/handler.ts. Done", f"error at {PATH}."),
+    # inside a longer token, or glued to a word
+    ("Refund INV-2025-08-44791 now.", "XINV-2025-08-44791 INV-2025-08-44791Y"),
+])
+def test_a_piece_of_a_longer_source_token_is_still_a_mutation(summary: str, source: str) -> None:
+    literal = PATH if "src" in summary else INV
+    verdict = validate(summary, [], known=[literal], source=[source])
+    assert [f.status for f in verdict.findings] == ["mutated"]
+
+
+def test_a_window_never_ends_in_a_separator_only_token() -> None:
+    verdict = validate("Order W2378156 - shipped.", [ORDER])
+    assert [f.resembles for f in verdict.mutated] == ["W2378156"]
+
+
+def test_occurs_is_the_present_test() -> None:
+    from firewall.validate import occurs
+
+    assert occurs(f"see {INV}.", INV) and not occurs(f"see {INV}1", INV)
+    assert not occurs("spending", "pending") and not occurs("x", "")
 
 
 def test_span_resembling_two_required_values_equally_is_reported_for_both() -> None:

@@ -51,7 +51,7 @@ from ..compose import turn_tokens
 from ..errors import CompactionRefused, IntegrationError
 from ..extras import import_extra
 from ..formats import parse_messages
-from ..guard import REQUIRED_INSTRUCTIONS
+from ..guard import REQUIRED_INSTRUCTIONS, source_texts
 from ..ledger import Eviction, Ledger, LedgerEntry
 from ..literals import Literal
 from ..records import AttemptResult, build_record, write_record
@@ -234,6 +234,7 @@ class _Guard:
         pairs = [(e.value, e.rule) for e in required]
         base = self._base_prompt(kwargs)
         tokens_before = sum(turn_tokens(t) for t in conversation.turns)
+        source = list(source_texts(conversation.turns))  # what the summary may copy
 
         history = list(messages)  # the caller's list is never modified
         request = self._request(kwargs, history, base, required, None)
@@ -274,7 +275,7 @@ class _Guard:
             at = found[-1]
             summary = getattr(content[at], "content", None)
             summary = summary if isinstance(summary, str) and summary else None
-            verdict = validate(summary, pairs, known=self.ledger.values()) \
+            verdict = validate(summary, pairs, known=self.ledger.values(), source=source) \
                 if summary is not None else None
             paused = getattr(response, "stop_reason", None) == "compaction"
             error = None if summary is not None else \

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..tokens import count_tokens
 from ..turns import Turn
+from ..validate import TOKEN_BREAK
 from .base import Summary, SummaryRequest
 
 SCAN_CHARS = 20_000  # per turn: what is segmented and scored
@@ -176,10 +177,15 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _clip(text: str, limit: int = UNIT_CHARS) -> str:
+    """``text`` cut before ``limit`` at a space, else at another break between tokens: a cut
+    inside an ID or a path would write a truncated one, which the validator rightly calls a
+    mutation. With no break at all, nothing of the text is kept."""
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", limit // 2, limit)
-    return text[:cut if cut > 0 else limit].rstrip() + " …"
+    if cut <= 0:
+        cut = max((m.start() for m in TOKEN_BREAK.finditer(text, 0, limit)), default=0)
+    return (text[:cut].rstrip() + " …").lstrip()
 
 
 def _speaker(turn: Turn) -> str:
