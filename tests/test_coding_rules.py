@@ -36,10 +36,10 @@ KEEPS = [
     ("lint-code", "src/a.py:3:1: F401 [*] `os` imported but unused", ["F401"]),
     ("lint-code", "flight AA100, gate B12, item SKU123, code R1705 in prose", []),
     # type checker codes without their brackets
-    ("type-checker-code", 'a.py:1: error: Item "None" has no attribute "x"  [union-attr]',
+    ("mypy-error-code", 'a.py:1: error: Item "None" has no attribute "x"  [union-attr]',
      ["union-attr"]),
-    ("type-checker-code", "# type: ignore[arg-type,misc]", ["arg-type", "misc"]),
-    ("type-checker-code", "- [ ] todo  [x-y] and see [arg-type] in the docs", []),
+    ("type-ignore-code", "# type: ignore[arg-type,misc]", ["arg-type", "misc"]),
+    ("mypy-error-code", "- [ ] todo  [x-y] and see [arg-type] in the docs", []),
     # SQLSTATE spellings core's error-code does not read
     ("sqlstate-code", "SQLSTATE[HY000] [2002] Connection refused", ["HY000"]),
     ("sqlstate-code", "SQLSTATE 23505", []),
@@ -53,6 +53,7 @@ KEEPS = [
     ("dotted-module-path", "+from django.db.models.fields import Field", ["django.db.models.fields"]),
     ("dotted-module-path", "It failed.Next we import numpy and e.g. from x.y the value", []),
     ("dotted-module-path", "Visit docs.python.org; version 1.2.3; see example.com.", []),
+    ("dotted-module-path", "from sklearn.linear_model the fit is slow\nfrom a.b import c", ["a.b"]),
     # failing tests as runners print them; passing tests are not pinned
     ("unittest-test-id", "FAIL: test_x (pkg.mod.Class)", ["test_x", "pkg.mod.Class"]),
     ("unittest-test-id", "test_y (pkg.mod.Class.test_y) ... ok", []),
@@ -110,14 +111,26 @@ def test_codes_in_a_tool_call_argument_are_found(coding):
     assert found == ["SIM108", "UP007"]
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("the bug is at src/auth/handler.ts:142 (see above)", "src/auth/handler.ts:142"),
+    ("main.go:12:5: undefined: Foo", "main.go"),
+    ("tests/test_x.py:12: AssertionError", "tests/test_x.py:12"),
+    ("error[E0308]: mismatched types\n  --> src/main.rs:4:5", "src/main.rs:4:5"),
+])
+def test_file_line_locations_are_kept_by_the_default_packs(text, value):
+    # file:line is core's path rules (with the line) and coding/bare-filename (the name)
+    found = [lit.value for lit in Extractor(load_packs()).scan_text(text, "tool").literals]
+    assert value in found
+
+
 RETAIL_PROSE = [
     "I'd like to return order #W2378156; the item 8118291112 arrived broken. Error: 503 "
     "Service Unavailable. Please check the status and get back to me, e.g. by email.",
     '{"order_id": "#W2378156", "status": "pending", "payment_method_id": "credit_card_8897086"}',
     "Sure! I fixed it. The issue was the address. Import fees apply from the U.S. to Canada.",
 ]
-NEW_RULES = ("django-check-id", "lint-code", "type-checker-code", "sqlstate-code",
-             "exception-name", "dotted-module-path", "unittest-test-id", "django-test-label",
+NEW_RULES = ("django-check-id", "lint-code", "mypy-error-code", "type-ignore-code",
+             "sqlstate-code", "exception-name", "dotted-module-path", "unittest-test-id", "django-test-label",
              "junit-test-id", "go-test-name", "git-ref", "env-var-reference", "issue-reference",
              "defined-name-other", "diff-hunk-function", "imported-name", "dotted-call")
 
