@@ -1,7 +1,7 @@
 """literal-firewall: keep the exact strings an agent depends on through context compaction.
 
     import firewall
-    fw = firewall.Firewall(firewall.load_packs("core", "billing"), budget_tokens=2_000)
+    fw = firewall.Firewall(firewall.load_packs("core", "billing"), budget_tokens=firewall.Budget())
     result = fw.compact(messages, summarizer=firewall.ExtractiveSummarizer(), keep_last=8)
 
 The public names below are imported on first use, so ``import firewall`` stays fast and the
@@ -23,7 +23,7 @@ _EXPORTS = {
     "Pack": "packs", "load_packs": "packs", "Extractor": "extract", "Scanner": "extract",
     "Literal": "literals",
     # ledger, validation, the guard
-    "Ledger": "ledger", "validate": "validate", "Verdict": "validate", "Finding": "validate",
+    "Ledger": "ledger", "Budget": "budget", "validate": "validate", "Verdict": "validate", "Finding": "validate",
     "Firewall": "guard", "CompactionResult": "guard", "CallableSummarizer": "guard",
     # summarizers
     "Summarizer": "summarizers.base", "SummaryRequest": "summarizers.base",

@@ -27,7 +27,7 @@ def test_rulepack_schema_forbids_unknown_keys():
 
 def test_public_surface_is_pinned():
     assert firewall.__all__ == sorted([
-        "AnthropicSummarizer", "AuditError", "AuditRecord", "CallableSummarizer",
+        "AnthropicSummarizer", "AuditError", "AuditRecord", "Budget", "CallableSummarizer",
         "CompactionRefused", "CompactionResult", "Conversation", "ConversationError",
         "ExtractiveSummarizer", "Extractor", "Finding", "Firewall", "FirewallError", "IntegrationError", "Ledger",
         "Literal", "OpenAISummarizer", "Pack", "PackError", "RequiredLiteral", "Scanner",
