@@ -11,17 +11,18 @@ from typing import Any
 from .errors import FirewallError
 from .evaluate import add_eval_command
 from .hooks import add_hooks_commands
+from .options import add_fail_fast_option, add_rules_option, packs_from_args
 from .suggest import add_suggest_command
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# documented in the README and in `firewall --help`
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_COMPACTED = 0, 1, 2, 3
 
 
 def _packs(args: argparse.Namespace, *, strict: bool = True):
-    """The packs named by --rules (default: every built-in), plus a pack derived from the tool
-    definitions given with --tools: their identifier parameters are pinned wherever they occur."""
-    from .packs import load_packs
-
-    packs = load_packs(*(args.rules or ()), strict=strict)
+    """The packs selected by --rules / --only (see ``options``), plus a pack derived from the
+    tool definitions given with --tools: their identifier parameters are pinned wherever they
+    occur."""
+    packs = packs_from_args(args, strict=strict)
     if getattr(args, "tools", None):
         from .toolschema import pack_from_tools
 
@@ -50,38 +51,61 @@ def _out(line: str = "") -> None:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from .extract import Extractor
-    from .formats import read_conversations
 
     extractor = Extractor(_packs(args))
-    rows, failed = [], False
-    for conversation in read_conversations(args.file):
-        result = extractor.scan(conversation)
-        for timeout in result.timeouts:
-            failed = True
-            sys.stderr.write(f"firewall: rule {timeout.rule} timed out on turn {timeout.turn} "
-                             f"({timeout.field}) of {conversation.id}: that turn must be kept "
-                             f"verbatim\n")
-        for lit in result.literals:
-            # the conversation id is always there: a streamed file's length is not known upfront
-            record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule, "turn": lit.turn, "role": lit.role,
-                      "tool": lit.tool, "field": lit.field, "start": lit.start, "end": lit.end,
-                      "sensitive": lit.sensitive, "count": lit.count}
-            if args.json:
-                _out(json.dumps(record, ensure_ascii=False))
-            else:
-                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role, lit.tool))
+    total, failed = 0, False
+    with _files(args, [args.file], "scan") as files:
+        for _, conversation in files:
+            result = extractor.scan(conversation)
+            for timeout in result.timeouts:
+                failed = True
+                files.note(_timed_out(timeout, conversation.id, "must be kept verbatim"))
+            rows = []
+            for lit in result.literals:
+                # the conversation id is always there: a streamed file's length is not known
+                record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule,
+                          "turn": lit.turn, "role": lit.role, "tool": lit.tool,
+                          "field": lit.field, "start": lit.start, "end": lit.end,
+                          "sensitive": lit.sensitive, "count": lit.count}
+                if args.json:
+                    files.out(json.dumps(record, ensure_ascii=False))
+                else:
+                    rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role,
+                                 lit.tool))
+            total += len(result.literals)
+            if rows:  # one table per conversation: the output is written as the file is read
+                files.out(_table(rows, ("conversation", "literal", "rule", "turn", "role",
+                                        "tool")) + "\n")
+        bad = files.report()
     if not args.json:
-        _out(_table(rows, ("conversation", "literal", "rule", "turn", "role", "tool")))
-        _out(f"\n{len(rows)} literal(s)")
-    return EXIT_FAIL if failed else EXIT_OK
+        _out(f"{total} literal(s)")
+    return EXIT_FAIL if failed or bad else EXIT_OK
+
+
+def _timed_out(timeout: Any, conversation_id: str, consequence: str) -> str:
+    return (f"firewall: rule {timeout.rule} timed out on turn {timeout.turn} ({timeout.field}) "
+            f"of {conversation_id}: that turn {consequence}")
+
+
+def _files(args: argparse.Namespace, paths: Sequence[str], label: str):
+    from .inputs import ConversationFiles
+
+    return ConversationFiles(paths, fail_fast=getattr(args, "fail_fast", False), label=label)
 
 
 # ── rules ───────────────────────────────────────────────────────────────────────────────
 
+def _named_packs(args: argparse.Namespace):
+    """``rules test | lint | list PACK...`` look at the packs named, not at the built-ins too."""
+    from .packs import load_packs
+
+    return load_packs(*args.rules, strict=False)
+
+
 def cmd_rules_test(args: argparse.Namespace) -> int:
     from .examples import run_examples
 
-    reports = run_examples(_packs(args, strict=False))
+    reports = run_examples(_named_packs(args))
     failures = 0
     for report in reports:
         status = "ok" if not report.failures else "FAIL"
@@ -96,7 +120,7 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
 def cmd_rules_lint(args: argparse.Namespace) -> int:
     from .lint import lint
 
-    findings = lint(_packs(args, strict=False))
+    findings = lint(_named_packs(args))
     for finding in findings:
         _out(str(finding))
     errors = sum(f.severity == "error" for f in findings)
@@ -105,7 +129,7 @@ def cmd_rules_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_rules_list(args: argparse.Namespace) -> int:
-    for pack in _packs(args, strict=False):
+    for pack in _named_packs(args):
         _out(f"{pack.name} {pack.version}: {pack.description}")
         for qid, rule in zip(pack.qualified_ids(), pack.rules):
             _out(f"  {qid:40} {rule.kind:9} {rule.description}")
@@ -154,7 +178,6 @@ def _render_messages(messages: list[Any]) -> str:
 def cmd_compact(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .formats import read_conversations
     from .guard import Firewall
     from .ledger import Ledger
 
@@ -164,36 +187,53 @@ def cmd_compact(args: argparse.Namespace) -> int:
     ledger_path = Path(args.ledger) if args.ledger else None
     ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
         if ledger_path and ledger_path.exists() else None
-    outputs, status = [], EXIT_OK
-    for conversation in read_conversations(args.file):
-        result = fw.compact(conversation, ledger=ledger)
-        if ledger_path:
-            ledger = result.ledger
-        report = {"id": conversation.id, "compacted": result.compacted, **result.report(),
-                  "tokens_before": result.record.tokens_before,
-                  "tokens_after": result.record.tokens_after,
-                  "audit_id": result.record.id if fw.audit is not None else None}
-        if result.record.error:
-            report["error"] = result.record.error
-        if result.audit_error:
-            report["audit_error"] = result.audit_error
-            status = EXIT_FAIL
-            sys.stderr.write(f"firewall: audit log: {result.audit_error}\n")
-        document = _document(conversation, result.messages)
-        outputs.append(document)
-        if args.json:
-            _out(json.dumps({"messages": document, "report": report}, ensure_ascii=False))
-        elif not args.out:
-            _out(_render_messages(result.messages))
-        if not args.json:
-            _out(_report_line(report))
+    status, not_compacted = EXIT_OK, False
+    out = open(args.out, "w", encoding="utf-8") if args.out else None
+    try:
+        with _files(args, [args.file], "compact") as files:
+            for _, conversation in files:
+                result = fw.compact(conversation, ledger=ledger)
+                if ledger_path:
+                    ledger = result.ledger
+                report = _compaction_report(result, audited=fw.audit is not None)
+                for timeout in result.timeouts:
+                    files.note(_timed_out(timeout, conversation.id, "is kept verbatim"))
+                not_compacted = not_compacted or not result.compacted
+                if result.audit_error:
+                    status = EXIT_FAIL
+                    files.note(f"firewall: audit log: {result.audit_error}")
+                document = _document(conversation, result.messages)
+                if out is not None:  # written as it goes: memory holds one conversation
+                    out.write(json.dumps(document, ensure_ascii=False) + "\n")
+                    out.flush()
+                if args.json:
+                    files.out(json.dumps({"messages": document, "report": report},
+                                         ensure_ascii=False))
+                elif not args.out:
+                    files.out(_render_messages(result.messages))
+                if not args.json:
+                    files.out(_report_line(report))
+            if files.report():
+                status = EXIT_FAIL
+    finally:
+        if out is not None:
+            out.close()
     if ledger_path and ledger is not None:
         ledger_path.write_text(ledger.to_json(), "utf-8")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            for document in outputs:
-                handle.write(json.dumps(document, ensure_ascii=False) + "\n")
-    return status
+    # a script must tell "the summarizer never ran" from success: its own exit code
+    return EXIT_NOT_COMPACTED if not_compacted else status
+
+
+def _compaction_report(result: Any, *, audited: bool) -> dict[str, Any]:
+    report = {"id": result.conversation.id, "compacted": result.compacted, **result.report(),
+              "tokens_before": result.record.tokens_before,
+              "tokens_after": result.record.tokens_after,
+              "audit_id": result.record.id if audited else None}
+    if result.record.error:
+        report["error"] = result.record.error
+    if result.audit_error:
+        report["audit_error"] = result.audit_error
+    return report
 
 
 def _document(conversation, messages: list[Any]) -> Any:
@@ -218,13 +258,20 @@ def _report_line(report: dict[str, Any]) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .formats import read_conversations
     from .guard import Firewall
 
-    conversations = [c for c in read_conversations(args.file) if args.id in (None, c.id)]
+    conversations = []
+    with _files(args, [args.file], "check") as files:
+        for _, conversation in files:
+            if args.id in (None, conversation.id):
+                conversations.append(conversation)
+                if len(conversations) > 1:
+                    break  # ambiguous already: no need to read on
+        bad = files.report()
     if len(conversations) != 1:
-        sys.stderr.write(f"firewall: {args.file} holds {len(conversations)} matching "
-                         f"conversation(s); pick one with --id\n")
+        how_many = "more than one" if conversations else "no"
+        sys.stderr.write(f"firewall: {args.file} holds {how_many} matching conversation; "
+                         f"pick one with --id\n")
         return EXIT_USAGE
     try:
         with open(args.summary, encoding="utf-8") as handle:
@@ -262,7 +309,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                   for s in ("present", "missing", "mutated")}
         _out(f"\n{counts['present']} present, {counts['missing']} missing, {counts['mutated']} "
              f"mutated; {'FAIL: a required literal was lost' if failed else 'ok'}")
-    return EXIT_FAIL if failed else EXIT_OK
+    return EXIT_FAIL if failed or bad else EXIT_OK
 
 
 # ── audit ───────────────────────────────────────────────────────────────────────────────
@@ -297,9 +344,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 # ── wiring ──────────────────────────────────────────────────────────────────────────────
 
-def _add_rules_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                        help="built-in pack name or YAML path (repeatable; default: all built-in)")
+def _add_pack_options(parser: argparse.ArgumentParser) -> None:
+    add_rules_option(parser)
     parser.add_argument("--tools", metavar="TOOLS.json",
                         help="the agent's tool definitions (Anthropic or OpenAI): pin the "
                              "values of their identifier parameters")
@@ -342,13 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     scan = sub.add_parser("scan", help="list the literals found in a conversation file")
     scan.add_argument("file")
-    _add_rules_option(scan)
+    _add_pack_options(scan)
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_fail_fast_option(scan)
     scan.set_defaults(func=cmd_scan)
 
     compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
     compact.add_argument("file")
-    _add_rules_option(compact)
+    _add_pack_options(compact)
     add_tokens_option(compact, "auto")
     compact.add_argument("--keep-last", type=int, default=8, metavar="N",
                          help="turns kept verbatim at the end (default 8)")
@@ -371,17 +418,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audit_options(compact)
     compact.add_argument("--out", metavar="PATH", help="write the compacted conversation(s)")
     compact.add_argument("--json", action="store_true", help="JSON output with a report")
+    add_fail_fast_option(compact)
     compact.set_defaults(func=cmd_compact)
 
     check = sub.add_parser("check", help="validate any compactor's summary of a conversation")
     check.add_argument("file")
     check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
-    _add_rules_option(check)
+    _add_pack_options(check)
     add_tokens_option(check, "auto")
     check.add_argument("--required", choices=("rules", "user", "all"), default="user")
     check.add_argument("--strict", action="store_true", help="every pinned literal is required")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
+    add_fail_fast_option(check)
     check.set_defaults(func=cmd_check)
 
     audit = sub.add_parser("audit", help="read the audit log of compactions")

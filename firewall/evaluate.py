@@ -320,13 +320,17 @@ def source_of(path: str | Path) -> str:
 
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         packs: Sequence[Any] | None = None, budget: int | str = 2000, keep_last: int = 4,
-        ledgers: Any = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+        ledgers: Any = None, progress: Callable[[str], None] | None = None,
+        read: Callable[[str | Path], Iterable[Conversation]] | None = None) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
-    ``ledgers``: a text stream receiving one JSON line per (conversation, k).
+    ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
+    file's conversations are read, one at a time (default ``read_conversations``).
     """
     from .formats import read_conversations
     from .guard import Firewall
+
+    read = read or read_conversations
 
     firewall = Firewall(packs)  # the same extraction, ledger update and fit as a compaction
     tallies: dict[tuple[str, str], dict[str, Tally]] = {}
@@ -334,7 +338,7 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
     cuts = conversations = 0
     for path in files:
         source = source_of(path)
-        for conversation in read_conversations(path):
+        for conversation in read(path):
             conversations += 1
             for frac, k in cut_points(len(conversation.turns), fractions):
                 cut = evaluate_cut(conversation, k, firewall=firewall, budget=budget,
@@ -429,42 +433,36 @@ def _budget(text: str) -> int | str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .packs import load_packs
+    from .inputs import ConversationFiles
+    from .options import packs_from_args
 
-    packs = load_packs(*(args.rules or ()))
-    progress = _progress_line(sys.stderr) if sys.stderr.isatty() else None
+    packs = packs_from_args(args)
     out = open(args.ledgers, "w", encoding="utf-8") if args.ledgers else None
     try:
-        result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
-                     keep_last=args.keep_last, ledgers=out, progress=progress)
+        with ConversationFiles(args.files, fail_fast=args.fail_fast, label="eval") as files:
+            result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
+                         keep_last=args.keep_last, ledgers=out, read=files.read)
+            bad = files.report()
     finally:
         if out is not None:
             out.close()
-        if progress is not None:
-            sys.stderr.write("\n")
     result["tokens"] = args.tokens
     sys.stdout.write((json.dumps(result, indent=1) if args.json else format_report(result))
                      + "\n")
-    return 0
-
-
-def _progress_line(stream: Any) -> Callable[[str], None]:
-    def show(text: str) -> None:
-        stream.write(f"\r\x1b[Keval: {text}")
-        stream.flush()
-    return show
+    return 1 if bad else 0
 
 
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
+    from .options import add_fail_fast_option, add_rules_option
+
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations")
     parser.add_argument("files", nargs="+", metavar="FILE")
     parser.add_argument("--at", type=_fractions, default=list(FRACTIONS), metavar="F,F,...",
                         help="compaction points as fractions of the messages (default "
                              "0.25,0.5,0.75)")
-    parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                        help="built-in pack name or YAML path (repeatable; default: all built-in)")
+    add_rules_option(parser)
     parser.add_argument("--budget", type=_budget, default=2000, metavar="TOKENS|P%",
                         help="ledger budget: tokens (default 2000, as compact), or a share "
                              "of each compacted span, e.g. 5%%")
@@ -475,6 +473,8 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
                         help="write one JSON line per (conversation, k) with the pinned literals")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
     from .cli import add_tokens_option
+
+    add_fail_fast_option(parser)
 
     add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn
     parser.set_defaults(func=cmd_eval)

@@ -486,17 +486,14 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
 # ── CLI ─────────────────────────────────────────────────────────────────────────────────
 
 def cmd_rules_suggest(args: argparse.Namespace) -> int:
-    from .formats import read_conversations
-    from .packs import load_packs
+    from .inputs import ConversationFiles
+    from .options import packs_from_args
 
-    packs = load_packs(*(args.rules or ()), strict=False)
-
-    def conversations() -> Iterator[Conversation]:
-        for path in args.file:
-            yield from read_conversations(path)
-
-    result = suggest(conversations(), packs, name=args.name,
-                     min_conversations=args.min_conversations)
+    packs = packs_from_args(args, strict=False)
+    with ConversationFiles(args.file, fail_fast=args.fail_fast, label="suggest") as files:
+        result = suggest((conversation for _, conversation in files), packs, name=args.name,
+                         min_conversations=args.min_conversations)
+        bad = files.report()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(result.yaml)
@@ -510,20 +507,22 @@ def cmd_rules_suggest(args: argparse.Namespace) -> int:
         err(f"  no rule for {label}: {reason}\n")
     for rule_id in result.dropped:
         err(f"  dropped {rule_id}: its examples fail\n")
-    return 0
+    return 1 if bad else 0
 
 
 def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
     """Register ``suggest`` under the ``firewall rules`` subcommand group."""
+    from .options import add_fail_fast_option, add_rules_option
+
     command = rules_subparsers.add_parser(
         "suggest", help="propose rules for load-bearing literals the current packs miss")
     command.add_argument("file", nargs="+", help="recorded conversation file(s)")
-    command.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                         help="the current packs (repeatable; default: all built-in)")
+    add_rules_option(command, "the current packs")
     command.add_argument("--out", metavar="PACK.yaml", help="write the pack here, not stdout")
     command.add_argument("--name", default="suggested", help="pack name (default: suggested)")
     command.add_argument("--min-conversations", type=int, default=2, metavar="N",
                          help="propose a rule only for misses seen in N conversations "
                               "(default 2)")
+    add_fail_fast_option(command)
     command.set_defaults(func=cmd_rules_suggest)
     return command

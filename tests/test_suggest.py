@@ -136,7 +136,7 @@ def test_cli_writes_a_pack_that_rules_test_accepts(fixtures, tmp_path, capsys):
     add_suggest_command(rules.add_subparsers(dest="rules_command"))
     out = tmp_path / "suggested.yaml"
     args = parser.parse_args(["rules", "suggest", str(fixtures / "suggest" / "support.jsonl"),
-                              "--rules", str(fixtures / "suggest" / "email_only.yaml"),
+                              "--rules", str(fixtures / "suggest" / "email_only.yaml"), "--only",
                               "--out", str(out), "--name", "support"])
     assert args.func(args) == 0
     assert "8 load-bearing literal use(s), 6 missed" in capsys.readouterr().err

@@ -1,0 +1,241 @@
+"""The `firewall` command on real logs: streamed files, bad lines, exit codes, pack selection,
+start-up cache, help and small things. Driven through the entry point as a user would."""
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from firewall.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MINIMAL = str(FIXTURES / "packs" / "valid" / "minimal.yaml")
+ANTHROPIC = str(FIXTURES / "conversations" / "anthropic.json")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def conversation(i: int) -> dict:
+    return {"id": f"c{i}", "messages": [
+        {"role": "user", "content": f"Why was INV-2025-08-{44700 + i} charged twice?"},
+        {"role": "assistant", "content": "Let me look that up for you, one moment please."},
+        {"role": "user", "content": "Thanks, and please refund the duplicate charge."},
+        {"role": "assistant", "content": "Done: the duplicate is refunded."}]}
+
+
+def write_log(path: Path, count: int, *, bad: dict[int, str] | None = None) -> Path:
+    """``count`` conversations, one per line; ``bad`` replaces line numbers (1-based)."""
+    bad = bad or {}
+    lines = [bad.get(i + 1, json.dumps(conversation(i + 1))) for i in range(count)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def truncated(i: int) -> str:
+    return json.dumps(conversation(i))[:57]  # the last line of a log cut mid-write
+
+
+# ── 9: one bad line does not kill the run ───────────────────────────────────────────────────
+
+def test_scan_reports_a_truncated_last_line_and_goes_on(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3, bad={3: truncated(3)})
+    code, out, err = run(capsys, "scan", str(log), "--rules", MINIMAL, "--only", "--json")
+    assert code == 1
+    assert [json.loads(line)["literal"] for line in out.splitlines()] == \
+        ["INV-2025-08-44701", "INV-2025-08-44702"]
+    assert f"{log}:3: invalid JSON" in err and "1 bad line(s) skipped" in err
+
+
+def test_fail_fast_stops_at_the_first_bad_line(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3, bad={2: "{not json"})
+    code, out, err = run(capsys, "scan", str(log), "--rules", MINIMAL, "--only", "--json",
+                         "--fail-fast")
+    assert code == 2
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["c1"]
+    assert err.startswith(f"firewall: {log}:2: invalid JSON")
+
+
+def test_a_corrupt_first_line_does_not_turn_a_log_into_one_broken_document(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3, bad={1: "\x00garbage"})
+    code, out, err = run(capsys, "scan", str(log), "--rules", MINIMAL, "--only", "--json")
+    assert code == 1
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["c2", "c3"]
+    assert f"{log}:1:" in err
+
+
+def test_eval_reports_results_despite_a_truncated_last_line(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3, bad={3: truncated(3)})
+    code, out, err = run(capsys, "eval", str(log), "--rules", MINIMAL, "--json")
+    assert code == 1
+    assert json.loads(out)["conversations"] == 2
+    assert f"{log}:3: invalid JSON" in err
+
+
+def test_compact_goes_on_after_a_bad_line_and_writes_every_good_one(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 4, bad={2: '{"id": "x", "messages": 3}'})
+    out_file = tmp_path / "out.jsonl"
+    code, out, err = run(capsys, "compact", str(log), "--rules", MINIMAL, "--only",
+                         "--keep-last", "1", "--no-audit", "--out", str(out_file))
+    assert code == 1
+    assert [json.loads(line)["id"] for line in out_file.read_text().splitlines()] == \
+        ["c1", "c3", "c4"]
+    assert f"{log}:2: messages: expected a list of messages" in err
+
+
+def test_rules_suggest_and_check_skip_bad_lines(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 2, bad={2: truncated(2)})
+    code, _, err = run(capsys, "rules", "suggest", str(log), "--rules", MINIMAL)
+    assert code == 1 and f"{log}:2: invalid JSON" in err
+    summary = tmp_path / "summary.txt"
+    summary.write_text("The user asked about INV-2025-08-44701.")
+    code, out, err = run(capsys, "check", str(log), "--summary", str(summary), "--rules",
+                         MINIMAL, "--only")
+    assert code == 1 and "1 present" in out and f"{log}:2: invalid JSON" in err
+
+
+# ── 8: streamed, written as it goes, a progress bar only on a terminal ─────────────────────
+
+def cli(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "firewall.cli", *argv], env=env,
+                          capture_output="stderr" not in kwargs, text=True, check=False,
+                          **kwargs)
+
+
+def test_scan_writes_each_conversation_before_reading_the_next(tmp_path):
+    # stdout and stderr share one pipe: the first conversation's table must come out before
+    # the bad line further down is even read, the last one after it
+    log = write_log(tmp_path / "log.jsonl", 3, bad={2: "{not json"})
+    proc = subprocess.run([sys.executable, "-m", "firewall.cli", "scan", str(log), "--rules",
+                           MINIMAL, "--only"], env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          check=False)
+    assert proc.returncode == 1
+    first, skipped, last = (proc.stdout.index(s) for s in
+                            ("INV-2025-08-44701", f"{log}:2", "INV-2025-08-44703"))
+    assert first < skipped < last
+
+
+def test_compact_out_holds_the_conversations_done_before_a_failure(capsys, tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3, bad={3: truncated(3)})
+    out_file = tmp_path / "out.jsonl"
+    code, _, _ = run(capsys, "compact", str(log), "--rules", MINIMAL, "--only", "--keep-last",
+                     "1", "--no-audit", "--out", str(out_file), "--fail-fast")
+    assert code == 2
+    assert [json.loads(line)["id"] for line in out_file.read_text().splitlines()] == \
+        ["c1", "c2"]
+
+
+def test_no_progress_bar_when_piped(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3)
+    proc = cli("scan", str(log), "--rules", MINIMAL, "--only", "--json")
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_a_progress_bar_on_a_terminal(tmp_path):
+    log = write_log(tmp_path / "log.jsonl", 3)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        proc = cli("scan", str(log), "--rules", MINIMAL, "--only", "--json",
+                   stdout=subprocess.DEVNULL, stderr=follower)
+        os.close(follower)
+        follower = None
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower is not None:
+            os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 0
+    assert b"scan:" in shown and b"B/s" in shown  # tqdm's bar over the bytes read
+
+
+# ── 10: "not compacted" has its own exit code; regex timeouts are said ─────────────────────
+
+def test_compact_exits_3_when_the_summarizer_never_ran(capsys, tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on: connection refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only",
+                       "--keep-last", "1", "--no-audit", "--summarizer", "openai",
+                       "--base-url", f"http://127.0.0.1:{port}/v1", "--max-retries", "0",
+                       "--json")
+    assert code == 3
+    assert json.loads(out)["report"]["compacted"] is False
+
+
+def test_compact_says_on_stderr_when_a_rule_timed_out(capsys, tmp_path):
+    pack = tmp_path / "hostile.yaml"
+    pack.write_text(
+        "name: hostile\nversion: '1'\nrules:\n"
+        "  - id: nested\n    kind: regex\n    pattern: '(\\w+\\s?)*$'\n", encoding="utf-8")
+    messages = [{"role": "user", "content": "please check the logs"},
+                {"role": "assistant", "content": "a" * 2000 + "!"},
+                {"role": "user", "content": "summarize and continue"},
+                {"role": "assistant", "content": "ok"}]
+    log = tmp_path / "log.json"
+    log.write_text(json.dumps(messages))
+    code, _, err = run(capsys, "compact", str(log), "--rules", str(pack), "--only",
+                       "--keep-last", "1", "--no-audit")
+    assert code == 0
+    assert "rule hostile/nested timed out on turn 1" in err and "kept verbatim" in err
+
+
+# ── 11: --rules adds a pack to the built-ins; --only replaces them ─────────────────────────
+
+PROJECTS = """\
+name: projects
+version: "1"
+rules:
+  - id: codename
+    kind: terms
+    terms: [bluebird]
+    examples:
+      match: [{text: 'ship bluebird', literals: ['bluebird']}]
+"""
+
+
+def test_rules_adds_a_pack_and_only_replaces_the_built_ins(capsys, tmp_path):
+    pack = tmp_path / "projects.yaml"
+    pack.write_text(PROJECTS, encoding="utf-8")
+    log = tmp_path / "log.json"
+    log.write_text(json.dumps([{"role": "user", "content": "bluebird is stuck on "
+                                                           "INV-2025-08-44719"}]))
+    code, out, _ = run(capsys, "scan", str(log), "--rules", str(pack), "--json")
+    assert code == 0
+    assert {json.loads(line)["rule"] for line in out.splitlines()} == \
+        {"projects/codename", "billing/invoice-number"}
+    code, out, _ = run(capsys, "scan", str(log), "--rules", str(pack), "--only", "--json")
+    assert [json.loads(line)["rule"] for line in out.splitlines()] == ["projects/codename"]
+    code, _, err = run(capsys, "scan", str(log), "--only")
+    assert code == 2 and "--only needs at least one --rules" in err
+
+
+def test_hooks_carry_the_pack_selection(capsys):
+    code, out, _ = run(capsys, "hooks", "claude-code", "--rules", "billing", "--only")
+    commands = [h["command"] for groups in json.loads(out)["hooks"].values()
+                for group in groups for h in group["hooks"]]
+    assert code == 0 and commands
+    assert all(c.endswith(" --rules billing --only") for c in commands)
