@@ -9,10 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import FirewallError
-from .evaluate import add_eval_command
-from .hooks import add_hooks_commands
 from .options import add_fail_fast_option, add_rules_option, packs_from_args
-from .suggest import add_suggest_command
 
 # documented in the README and in `firewall --help`
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_COMPACTED = 0, 1, 2, 3
@@ -382,6 +379,10 @@ def _install_token_counter(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .evaluate import add_eval_command
+    from .hooks import add_hooks_commands
+    from .suggest import add_suggest_command
+
     parser = argparse.ArgumentParser(prog="firewall", description=(
         "Keep the exact strings an agent depends on through context compaction."))
     sub = parser.add_subparsers(dest="command", required=True)
@@ -463,6 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hooks"]:  # runs at every agent event: no need for the rest of the CLI
+        from .hooks import main as hooks_main
+
+        return hooks_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func

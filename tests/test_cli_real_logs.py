@@ -239,3 +239,72 @@ def test_hooks_carry_the_pack_selection(capsys):
                 for group in groups for h in group["hooks"]]
     assert code == 0 and commands
     assert all(c.endswith(" --rules billing --only") for c in commands)
+
+
+# ── 12: loaded packs are cached per user, keyed by their files and the library ─────────────
+
+@pytest.fixture
+def pack_cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("FIREWALL_CACHE_DIR", str(folder))
+    return folder
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.json"))
+
+
+def test_a_second_start_takes_the_pack_from_the_cache(capsys, tmp_path, pack_cache):
+    pack = tmp_path / "projects.yaml"
+    pack.write_text(PROJECTS, encoding="utf-8")
+    assert run(capsys, "rules", "list", str(pack))[0] == 0
+    [entry] = entries(pack_cache)
+    data = json.loads(entry.read_text())
+    data["pack"]["description"] = "served from the cache"
+    entry.write_text(json.dumps(data))
+    code, out, _ = run(capsys, "rules", "list", str(pack))
+    assert code == 0 and "served from the cache" in out  # no YAML was read for it
+
+
+def test_an_edited_pack_or_another_library_is_a_miss(capsys, tmp_path, pack_cache,
+                                                      monkeypatch):
+    import firewall
+    from firewall import packcache
+
+    pack = tmp_path / "projects.yaml"
+    pack.write_text(PROJECTS, encoding="utf-8")
+    run(capsys, "rules", "list", str(pack))
+    pack.write_text(PROJECTS.replace("terms: [bluebird]", "terms: [bluebird, redwing]"))
+    log = tmp_path / "log.json"
+    log.write_text(json.dumps([{"role": "user", "content": "bluebird and redwing"}]))
+    code, out, _ = run(capsys, "scan", str(log), "--rules", str(pack), "--only", "--json")
+    assert [json.loads(line)["literal"] for line in out.splitlines()] == \
+        ["bluebird", "redwing"]
+    before = entries(pack_cache)
+    monkeypatch.setattr(firewall, "__version__", "99.0")
+    packcache.library_fingerprint.cache_clear()
+    try:
+        run(capsys, "rules", "list", str(pack))
+    finally:
+        packcache.library_fingerprint.cache_clear()
+    assert len(entries(pack_cache)) == len(before) + 1  # a new key, the old entry untouched
+
+
+def test_a_corrupt_cache_is_rebuilt(capsys, tmp_path, pack_cache):
+    log = write_log(tmp_path / "log.jsonl", 1)
+    first = run(capsys, "scan", str(log), "--json")
+    assert first[0] == 0 and entries(pack_cache)
+    for entry in entries(pack_cache):
+        entry.write_bytes(b"\x00{not json")
+    assert run(capsys, "scan", str(log), "--json") == first
+    assert all(json.loads(e.read_text())["examples_checked"] for e in entries(pack_cache))
+
+
+def test_an_entry_cached_without_its_examples_run_does_not_pass_a_strict_load(
+        capsys, tmp_path, pack_cache):
+    pack = tmp_path / "projects.yaml"
+    pack.write_text(PROJECTS.replace("literals: ['bluebird']", "literals: ['nothing']"))
+    assert run(capsys, "rules", "list", str(pack))[0] == 0  # lists without running examples
+    log = write_log(tmp_path / "log.jsonl", 1)
+    code, _, err = run(capsys, "scan", str(log), "--rules", str(pack))
+    assert code == 2 and "rule example(s) fail" in err
