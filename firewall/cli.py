@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import FirewallError
-from .options import add_fail_fast_option, add_rules_option, packs_from_args
+from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
+                      non_negative, packs_from_args)
 
 # documented in the README and in `firewall --help`
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_COMPACTED = 0, 1, 2, 3
+EXIT_CODES = """exit codes:
+  0  done
+  1  done, but something failed: a bad input line was skipped, a rule timed out (scan), a
+     check failed, the audit log could not be written
+  2  usage or input error (with --fail-fast: stopped at the first bad line)
+  3  compact: a conversation was not compacted (the summarizer failed or never ran, or there
+     was nothing to compact); the report says why"""
+COMPACT_EXITS = ("exit 3 when a conversation was not compacted (summarizer unreachable, "
+                 "missing credentials, nothing to compact), 1 when a bad line was skipped or "
+                 "the audit log failed, 0 otherwise")
+FILE_HELP = ("conversations: JSONL (one per line), or one JSON conversation (a list of "
+             "messages, or an object with messages)")
 
 
 def _packs(args: argparse.Namespace, *, strict: bool = True):
@@ -32,8 +46,17 @@ def _packs(args: argparse.Namespace, *, strict: bool = True):
     return packs
 
 
+def _cell(value: Any) -> str:
+    """A table cell: control and other unprintable characters escaped (recorded tool output can
+    hold terminal escape sequences)."""
+    text = "" if value is None else str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [[_cell(c) for c in r] for r in rows]
     widths = [min(max(len(r[i]) for r in cells), 60) for i in range(len(headers))]
     lines = ["  ".join(c[:60].ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -157,7 +180,8 @@ def _audit_log(args: argparse.Namespace):
     return None if getattr(args, "no_audit", False) else open_audit_log(args.audit_db)
 
 
-def _render_messages(messages: list[Any]) -> str:
+def _render_messages(messages: list[Any], ledger: Any = None) -> str:
+    """The compacted conversation for a reader (``--json`` and ``--out`` give it exactly)."""
     lines = []
     for message in messages:
         role = message.get("role", "?") if isinstance(message, dict) else "?"
@@ -166,10 +190,30 @@ def _render_messages(messages: list[Any]) -> str:
             content = json.dumps(content, ensure_ascii=False, indent=1)
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         lines.append(f"── {role} " + "─" * max(0, 70 - len(role)))
-        lines.append(content or "")
+        lines.append(_readable_blocks(content or "", ledger))
         if calls:
             lines.append(f"[tool calls] {json.dumps(calls, ensure_ascii=False)}")
     return "\n".join(lines)
+
+
+# a \u003c or \u003e escape that is not itself an escaped backslash followed by "u003c"
+_ANGLE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u003([ce])")
+
+
+def _readable_blocks(text: str, ledger: Any) -> str:
+    """``text`` with ``<`` and ``>`` shown as themselves inside the ledger's blocks. The block
+    itself escapes them in quoted values (so that no value can forge a block delimiter); a
+    reader wants ``2>&1``, not ``2\\u003e&1``. Display only: the messages are unchanged."""
+    if ledger is None or "\\u003" not in text:
+        return text
+    from .ledger import find_blocks
+
+    spans = find_blocks(text, ledger.nonce, ledger.key)
+    for start, end in reversed(spans):
+        block = _ANGLE_ESCAPE.sub(lambda m: m.group(1) + ("<" if m.group(2) == "c" else ">"),
+                                  text[start:end])
+        text = text[:start] + block + text[end:]
+    return text
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -207,7 +251,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
                     files.out(json.dumps({"messages": document, "report": report},
                                          ensure_ascii=False))
                 elif not args.out:
-                    files.out(_render_messages(result.messages))
+                    files.out(_render_messages(result.messages, result.ledger))
                 if not args.json:
                     files.out(_report_line(report))
             if files.report():
@@ -312,6 +356,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ── audit ───────────────────────────────────────────────────────────────────────────────
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    missing = _missing_audit_log(args)
+    if missing is not None:  # reading must not create the log (nor its folder)
+        sys.stderr.write(f"firewall: no audit log at {missing} yet: nothing was recorded "
+                         f"there (--audit-db or $FIREWALL_AUDIT_DB picks another)\n")
+        return EXIT_OK if args.audit_command in ("list", "export") else EXIT_FAIL
     log = _audit_log(args)
     if args.audit_command == "list":
         rows = [(s.id[:12], s.conversation_id, s.compaction, s.created_at.isoformat(
@@ -322,7 +371,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _out(_table(rows, ("id", "conversation", "#", "created", "outcome", "turns", "tokens",
                            "literals")))
     elif args.audit_command == "show":
-        _out(log.get(args.id).model_dump_json(indent=2))
+        record = log.get(args.id)
+        _out(record.model_dump_json(indent=2) if args.json else _render_record(record))
     elif args.audit_command == "literal":
         hits = log.find_literal(args.value)
         if not hits:
@@ -337,6 +387,50 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for record in log.export():
             _out(record.model_dump_json())
     return EXIT_OK
+
+
+def _missing_audit_log(args: argparse.Namespace) -> str | None:
+    """The audit log's path when it does not exist yet, else None."""
+    from pathlib import Path
+
+    from .audit import default_db_path
+
+    if args.audit_db == ":memory:":
+        return None
+    path = Path(args.audit_db).expanduser() if args.audit_db else default_db_path()
+    return None if path.exists() else str(path)
+
+
+def _render_record(record: Any) -> str:
+    """``audit show``: one compaction, readable (``--json`` gives the record as stored)."""
+    from collections import Counter
+
+    span = f"turns {record.span[0]}-{record.span[1]}" if record.span else "no turns"
+    lines = [f"record        {record.id}",
+             f"conversation  {record.conversation_id}, compaction {record.compaction}, "
+             f"{record.created_at.isoformat(timespec='seconds')}",
+             f"outcome       {record.outcome}" + (f": {record.error}" if record.error else ""),
+             f"compacted     {span} ({record.turns_compacted}); tokens {record.tokens_before} "
+             f"-> {record.tokens_after}, ledger {record.ledger_tokens}",
+             f"how           {record.vendor_path}, policy {record.policy}"
+             + (", placeholders" if record.placeholders else ""),
+             "packs         " + (", ".join(f"{p.name} {p.version}" for p in record.packs)
+                                 or "-")]
+    counts = Counter(o.status for o in record.literals)
+    lines.append("literals      " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                                     or "none"))
+    if record.attempts:
+        lines += ["", _table([(a.number, a.summarizer, a.model, a.verdict and
+                               f"{a.verdict.present} present, {a.verdict.missing} missing, "
+                               f"{a.verdict.mutated} mutated", a.error,
+                               f"{a.duration_ms:.0f} ms") for a in record.attempts],
+                             ("attempt", "summarizer", "model", "verdict", "error", "took"))]
+    if record.literals:
+        lines += ["", _table([(o.status, o.value if o.value is not None else "(sensitive: "
+                               "hashed)", o.rule, o.turn, o.role, o.detail)
+                              for o in record.literals],
+                             ("status", "literal", "rule", "turn", "role", "detail"))]
+    return "\n".join(lines)
 
 
 # ── wiring ──────────────────────────────────────────────────────────────────────────────
@@ -383,31 +477,40 @@ def build_parser() -> argparse.ArgumentParser:
     from .hooks import add_hooks_commands
     from .suggest import add_suggest_command
 
-    parser = argparse.ArgumentParser(prog="firewall", description=(
-        "Keep the exact strings an agent depends on through context compaction."))
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="firewall", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keep the exact strings an agent depends on through context compaction.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     scan = sub.add_parser("scan", help="list the literals found in a conversation file")
-    scan.add_argument("file")
+    scan.add_argument("file", help=FILE_HELP)
     _add_pack_options(scan)
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
     add_fail_fast_option(scan)
     scan.set_defaults(func=cmd_scan)
 
-    compact = sub.add_parser("compact", help="compact a conversation with pinned literals")
-    compact.add_argument("file")
+    compact = sub.add_parser(
+        "compact", help="compact a conversation with pinned literals", epilog=COMPACT_EXITS,
+        description="Compact each conversation of FILE: summary + ledger block + verbatim "
+                    "tail. The human view shows < and > unescaped inside the ledger block; "
+                    "--json and --out give the messages byte for byte.")
+    compact.add_argument("file", help=FILE_HELP)
     _add_pack_options(compact)
     add_tokens_option(compact, "auto")
-    compact.add_argument("--keep-last", type=int, default=8, metavar="N",
-                         help="turns kept verbatim at the end (default 8)")
+    add_keep_last_option(compact, "")
     compact.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
                          default="extractive", help="default: the offline extractive one")
     compact.add_argument("--model", help="model for the anthropic / openai summarizers")
     compact.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
-    compact.add_argument("--max-retries", type=int, default=2, metavar="N")
+    compact.add_argument("--max-retries", type=non_negative, default=2, metavar="N",
+                         help="times the summarizer is asked again, with feedback, when its "
+                              "summary lost or mutated a required literal (default 2)")
     compact.add_argument("--policy", choices=("reinject", "repair", "keep_source", "raise"),
                          default="reinject", help="when required literals are still lost")
-    compact.add_argument("--budget", type=int, default=2000, metavar="TOKENS",
+    compact.add_argument("--budget", type=non_negative, default=2000, metavar="TOKENS",
                          help="token budget of the re-injected ledger (default 2000)")
     compact.add_argument("--required", choices=("rules", "user", "all"), default="user",
                          help="literals the summary itself must carry (default: user-typed "
@@ -423,12 +526,15 @@ def build_parser() -> argparse.ArgumentParser:
     compact.set_defaults(func=cmd_compact)
 
     check = sub.add_parser("check", help="validate any compactor's summary of a conversation")
-    check.add_argument("file")
-    check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
+    check.add_argument("file", help=FILE_HELP)
+    check.add_argument("--summary", required=True, metavar="SUMMARY_FILE",
+                       help="the summary to check, as a text file")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
     _add_pack_options(check)
     add_tokens_option(check, "auto")
-    check.add_argument("--required", choices=("rules", "user", "all"), default="user")
+    check.add_argument("--required", choices=("rules", "user", "all"), default="user",
+                       help="literals the summary itself must carry (default: user-typed "
+                            "and rules marked required)")
     check.add_argument("--strict", action="store_true", help="every pinned literal is required")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
     add_fail_fast_option(check)
@@ -437,12 +543,15 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="read the audit log of compactions")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True)
     listing = audit_sub.add_parser("list", help="recent compactions")
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--limit", type=non_negative, default=20, metavar="N",
+                         help="the N most recent records (default 20)")
     listing.add_argument("--conversation", help="only this conversation id")
     show = audit_sub.add_parser("show", help="one record in full (id or prefix)")
-    show.add_argument("id")
+    show.add_argument("id", help="the record id, or a unique prefix of it (audit list)")
+    show.add_argument("--json", action="store_true", help="the record as stored, in JSON")
     literal = audit_sub.add_parser("literal", help="where did this literal survive?")
-    literal.add_argument("value")
+    literal.add_argument("value", help="the exact literal (a sensitive one is matched by its "
+                                       "keyed hash)")
     export = audit_sub.add_parser("export", help="every record, one JSON object per line")
     for command in (listing, show, literal, export):
         _add_audit_options(command)

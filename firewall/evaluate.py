@@ -452,13 +452,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+EVAL_COLUMNS = """\
+The table: one row per source file and compaction point (frac), then per source, then all.
+  cuts                  compaction points evaluated
+  ID-like, strict       gold literals: strings a later tool call passed verbatim that were
+                        already in the conversation at the cut. strict: whole argument
+                        values, and the tokens of free-text arguments shaped like an email,
+                        number, code or identifier; ID-like: the strict ones of 4+
+                        characters holding a digit, / or @
+  then the recall (%) of the gold kept by each context, and its cost (% of the compacted
+  span's tokens):
+  ledger ID / strict    the ledger block alone; cost med: median per cut; cost total: all
+                        ledger tokens / all span tokens
+  +lastN                the ledger plus the last N messages verbatim (--keep-last)
+  user                  the user's messages verbatim (what Codex keeps)
+  lastN                 the last N messages alone
+  user+lastN            both
+  oracle                a ledger of exactly the gold: the least any ledger could cost
+Every cost is the total over the cuts unless named med (median)."""
+
+
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
-    from .options import add_fail_fast_option, add_rules_option
+    from .cli import add_tokens_option
+    from .options import add_fail_fast_option, add_keep_last_option, add_rules_option
 
     parser = subparsers.add_parser(
-        "eval", help="load-bearing literal recall of the ledger on recorded conversations")
-    parser.add_argument("files", nargs="+", metavar="FILE")
+        "eval", help="load-bearing literal recall of the ledger on recorded conversations",
+        epilog=EVAL_COLUMNS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="recorded conversations (JSONL, or one JSON conversation)")
     parser.add_argument("--at", type=_fractions, default=list(FRACTIONS), metavar="F,F,...",
                         help="compaction points as fractions of the messages (default "
                              "0.25,0.5,0.75)")
@@ -466,16 +489,11 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=_budget, default=2000, metavar="TOKENS|P%",
                         help="ledger budget: tokens (default 2000, as compact), or a share "
                              "of each compacted span, e.g. 5%%")
-    parser.add_argument("--keep-last", type=int, default=4, metavar="N",
-                        help="messages kept verbatim in the ledger+tail and tail baselines "
-                             "(default 4)")
+    add_keep_last_option(parser, " in the +lastN, lastN and user+lastN contexts, as compact")
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
                         help="write one JSON line per (conversation, k) with the pinned literals")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
-    from .cli import add_tokens_option
-
     add_fail_fast_option(parser)
-
     add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn
     parser.set_defaults(func=cmd_eval)
     return parser

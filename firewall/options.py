@@ -44,3 +44,22 @@ def add_fail_fast_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop at the first bad line of an input file (default: report it "
                              "as file:line, skip it, go on, and exit 1 at the end)")
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: a whole number, 0 or more (``--keep-last -3`` is an error, not 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+KEEP_LAST = 8  # messages kept verbatim at the end: the same default for compact and eval
+
+
+def add_keep_last_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--keep-last", type=non_negative, default=KEEP_LAST, metavar="N",
+                        help=f"messages kept verbatim at the end{what} (default {KEEP_LAST})")

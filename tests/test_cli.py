@@ -47,7 +47,7 @@ def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
     code, out, _ = run(capsys, "audit", "literal", "INV-2025-08-44719", "--audit-db", db)
     assert code == 0 and "in_summary" in out
     record_id = out.splitlines()[2].split()[0]
-    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db)
+    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db, "--json")
     assert json.loads(out)["conversation_id"] == "anthropic"
     code, out, _ = run(capsys, "audit", "export", "--audit-db", db)
     assert len(out.splitlines()) == 1

@@ -308,3 +308,99 @@ def test_an_entry_cached_without_its_examples_run_does_not_pass_a_strict_load(
     log = write_log(tmp_path / "log.jsonl", 1)
     code, _, err = run(capsys, "scan", str(log), "--rules", str(pack))
     assert code == 2 and "rule example(s) fail" in err
+
+
+# ── 13: small things a user notices ───────────────────────────────────────────────────────
+
+def test_version(capsys):
+    import firewall
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"firewall {firewall.__version__}\n"
+
+
+@pytest.mark.parametrize("command", [["compact", ANTHROPIC], ["eval", ANTHROPIC]])
+def test_a_negative_keep_last_is_an_error_not_zero(capsys, command):
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--keep-last", "-3"])
+    assert stop.value.code == 2
+    assert "argument --keep-last: must be 0 or more, got -3" in capsys.readouterr().err
+
+
+def _actions(parser, path=("firewall",)):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _actions(sub, path + (name,))
+        elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            yield " ".join(path), action
+
+
+def test_every_option_and_positional_has_help():
+    from firewall.cli import build_parser
+
+    bare = [f"{where}: {action.option_strings or action.dest}"
+            for where, action in _actions(build_parser()) if not action.help]
+    assert bare == []
+
+
+def test_eval_and_compact_keep_the_same_number_of_messages():
+    from firewall.cli import build_parser
+
+    keep = {where: action for where, action in _actions(build_parser())
+            if "--keep-last" in action.option_strings}
+    assert set(keep) == {"firewall compact", "firewall eval"}
+    assert len({a.default for a in keep.values()}) == 1
+    assert all("messages" in a.help and "turns" not in a.help for a in keep.values())
+
+
+def test_eval_help_documents_its_table(capsys):
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    table = capsys.readouterr().out.split("The table:")[1]
+    for column in ("cuts", "ID-like", "strict", "ledger ID", "cost med", "cost total", "+lastN",
+                   "user", "lastN", "user+lastN", "oracle"):
+        assert column in table, column
+
+
+def test_reading_the_audit_log_does_not_create_it(capsys, tmp_path, monkeypatch):
+    db = tmp_path / "state" / "audit.db"
+    monkeypatch.setenv("FIREWALL_AUDIT_DB", str(db))
+    code, _, err = run(capsys, "audit", "list")
+    assert code == 0 and f"no audit log at {db} yet" in err
+    assert run(capsys, "audit", "literal", "INV-2025-08-44719")[0] == 1
+    assert not db.exists() and not db.parent.exists()
+
+
+def test_audit_show_is_readable_and_json_on_demand(capsys, tmp_path):
+    db = str(tmp_path / "audit.db")
+    run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only", "--keep-last", "1",
+        "--audit-db", db)
+    record_id = run(capsys, "audit", "list", "--audit-db", db)[1].splitlines()[2].split()[0]
+    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db)
+    assert code == 0 and not out.lstrip().startswith("{")
+    assert "conversation  anthropic, compaction 1" in out
+    assert any(line.split()[:2] == ["in_summary", "INV-2025-08-44719"]
+               for line in out.splitlines())
+    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db, "--json")
+    assert json.loads(out)["conversation_id"] == "anthropic"
+
+
+def test_shell_strings_read_as_typed_in_the_compact_view(capsys, tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"id": "s", "messages": [
+        {"role": "user", "content": "run the tests"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "name": "bash", "arguments": {"command": "pytest -x 2>&1 | tail"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "1 failed"},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "done"}]}) + "\n")
+    code, out, _ = run(capsys, "compact", str(log), "--keep-last", "1", "--no-audit")
+    block = out[out.index("<<<ledger"):out.index("<<<end")]
+    assert code == 0 and '"pytest -x 2>&1 | tail"' in block and "\\u003e" not in block
+    # the messages themselves keep the block as the model gets it: < and > escaped
+    code, out, _ = run(capsys, "compact", str(log), "--keep-last", "1", "--no-audit", "--json")
+    assert "2\\\\u003e&1" in out  # JSON-encoded once more on stdout
