@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -418,28 +418,35 @@ def propose(group: Group, rule_id: str) -> tuple[dict[str, Any] | None, str]:
     return rule, ""
 
 
+def _texts(conversation: Conversation) -> list[str]:
+    return [t.text for t in conversation.turns if t.role != "system" and t.text]
+
+
 def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
             name: str = "suggested", min_conversations: int = 2,
-            min_share: float = 0.05) -> Suggestion:
+            min_share: float = 0.05,
+            again: Callable[[], Iterable[Conversation]] | None = None) -> Suggestion:
     """Mine ``conversations`` for misses of ``packs`` and propose a validated pack.
 
     A group needs misses in ``min_conversations`` conversations; a regex rule is kept only if
     at least ``min_share`` of the distinct strings it matches in the mined texts are
-    load-bearing (a crude precision floor).
+    load-bearing (a crude precision floor). ``again``: reads the conversations a second time
+    for that measure, so that their texts are never all held in memory (large logs).
     """
     extractor = Extractor(list(packs))
     uses: list[Use] = []
     misses: list[Use] = []
-    texts: list[str] = []  # everything the conversations show, for the precision note
+    texts: list[str] = []  # everything the conversations show, unless ``again`` reads it again
     for conversation in conversations:
         found, missed = load_bearing(conversation, extractor)
         uses += found
         misses += missed
-        texts += [t.text for t in conversation.turns if t.role != "system" and t.text]
+        if again is None:
+            texts += _texts(conversation)
     load_bearing_values = {u.literal for u in uses}
     signatures: dict[str, str] = {}
     groups = group_misses(misses)
-    rules: list[dict[str, Any]] = []
+    candidates: list[tuple[str, dict[str, Any]]] = []
     skipped: list[tuple[str, str]] = []
     taken: Counter[str] = Counter()
     for group in groups:
@@ -460,17 +467,25 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
             skipped.append((label, f"the same rule as {signatures[signature]}"))
             continue
         signatures[signature] = rule_id
+        candidates.append((label, rule))
+    # what each regex rule matches in the mined texts: one pass for all of them
+    patterns = {rule["id"]: regex.compile(rule["pattern"]) for _, rule in candidates
+                if rule["kind"] == "regex"}
+    matched: dict[str, set[str]] = {rule_id: set() for rule_id in patterns}
+    for text in texts if again is None else (t for c in again() for t in _texts(c)):
+        for rule_id, compiled in patterns.items():
+            matched[rule_id].update(_found(compiled, text))
+    rules: list[dict[str, Any]] = []
+    for label, rule in candidates:
         if rule["kind"] == "regex":
-            compiled = regex.compile(rule["pattern"])
-            matched = {v for text in texts for v in _found(compiled, text)}
-            useful = len(matched & load_bearing_values)
-            if useful < min_share * len(matched):
-                skipped.append((label, f"too broad: {useful} of the {len(matched)} distinct "
+            hits = matched[rule["id"]]
+            useful = len(hits & load_bearing_values)
+            if useful < min_share * len(hits):
+                skipped.append((label, f"too broad: {useful} of the {len(hits)} distinct "
                                        f"strings it matches are load-bearing"))
                 continue
-            rule["description"] += (f" Matches {len(matched)} distinct string(s) in the mined "
-                                    f"conversations, {len(matched & load_bearing_values)} of "
-                                    f"them load-bearing.")
+            rule["description"] += (f" Matches {len(hits)} distinct string(s) in the mined "
+                                    f"conversations, {useful} of them load-bearing.")
         rules.append(rule)
     header = (f"# Suggested by `firewall rules suggest`: {len(uses)} load-bearing literal "
               f"use(s), {len(misses)} missed by the current packs, {len(groups)} group(s).\n"
@@ -486,13 +501,18 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
 # ── CLI ─────────────────────────────────────────────────────────────────────────────────
 
 def cmd_rules_suggest(args: argparse.Namespace) -> int:
+    from .formats import read_conversations
     from .inputs import ConversationFiles
     from .options import packs_from_args
 
     packs = packs_from_args(args, strict=False)
+    def again() -> Iterator[Conversation]:  # the precision pass: bad lines already reported
+        for path in args.file:
+            yield from read_conversations(path, on_error=lambda error: None)
+
     with ConversationFiles(args.file, fail_fast=args.fail_fast, label="suggest") as files:
         result = suggest((conversation for _, conversation in files), packs, name=args.name,
-                         min_conversations=args.min_conversations)
+                         min_conversations=args.min_conversations, again=again)
         bad = files.report()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:

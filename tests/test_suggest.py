@@ -143,3 +143,10 @@ def test_cli_writes_a_pack_that_rules_test_accepts(fixtures, tmp_path, capsys):
     pack = load_packs(out, strict=True)[0]  # strict: every example runs
     assert pack.name == "support" and len(pack.rules) == 3
     assert json.loads(pack.rules[1].examples.match[0].text) == {"sku_code": "4417093321"}
+
+
+def test_a_second_reading_replaces_holding_every_text(convs, current):
+    # large logs: the precision pass reads the conversations again instead of keeping them
+    streamed = suggest(iter(convs), current, again=lambda: iter(convs))
+    assert streamed.yaml == suggest(convs, current).yaml
+    assert "Matches" in streamed.yaml  # the precision note was computed from the second pass
