@@ -196,7 +196,7 @@ def _render_messages(messages: list[Any], ledger: Any = None) -> str:
     return "\n".join(lines)
 
 
-# a \u003c or \u003e escape that is not itself an escaped backslash followed by "u003c"
+# a \u003c or \u003e escape in JSON text (not an escaped backslash followed by "u003c")
 _ANGLE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u003([ce])")
 
 
