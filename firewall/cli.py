@@ -472,11 +472,11 @@ def _install_token_counter(args: argparse.Namespace) -> None:
     set_token_counter(counter_named(args.tokens, sample))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .evaluate import add_eval_command
-    from .hooks import add_hooks_commands
-    from .suggest import add_suggest_command
-
+def build_parser(running: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the command ``running`` (about to run), the subcommands defined in
+    other modules (eval, rules suggest, hooks: they import the ledger, YAML...) are left as
+    empty stubs unless it is theirs, which keeps every start-up short (a hook runs at every
+    compaction event)."""
     from . import __version__
 
     parser = argparse.ArgumentParser(
@@ -566,10 +566,22 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("rules", nargs="*", metavar="PACK_OR_PATH",
                              help="packs to use (default: all built-in)")
         command.set_defaults(func=func)
-    add_suggest_command(rules_sub)
-    add_eval_command(sub)
-    add_hooks_commands(sub)
+    def lazy(name: str, register: Callable[[], Any], stubs: Any = sub) -> None:
+        if running in (None, name.split()[0]):
+            register()
+        else:  # never shown: only the command about to run parses its arguments
+            stubs.add_parser(name.split()[-1])
+
+    lazy("rules suggest", lambda: _import("suggest").add_suggest_command(rules_sub), rules_sub)
+    lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
+    lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
     return parser
+
+
+def _import(module: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f".{module}", __package__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -578,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .hooks import main as hooks_main
 
         return hooks_main(argv[1:])
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
