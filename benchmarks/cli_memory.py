@@ -1,14 +1,15 @@
-"""Peak memory of the command line itself: ``firewall scan`` on a generated large JSONL log.
+"""Peak memory of the command line itself on a generated large JSONL log.
 
 ``memory.py`` measures the library's streaming path; this measures what a user runs. A
 ~``--size-mb`` (default 1024) JSONL log is generated into a temporary file (replicas of the dev
-conversations with varied ids, as ``memory.py`` does), then ``firewall scan LOG`` runs in a
-child process, its output thrown away, once per ``--mode`` (``json``: one line per literal;
-``table``: the default human output). The child's peak RSS is the kernel's own accounting of
-that process (``wait4``), so nothing runs inside the measured process but the command. Target: peak < 300 MB. The log is removed afterwards, also on error.
+conversations with varied ids, as ``memory.py`` does), then each ``--mode`` runs in a child
+process, its output thrown away: ``json`` is ``firewall scan LOG --json``, ``table`` is
+``firewall scan LOG``, ``compact`` is ``firewall compact LOG --no-audit --out TMP`` and ``eval``
+is ``firewall eval LOG``. The child's peak RSS is the kernel's own accounting of that process
+(``wait4``), so nothing runs inside the measured process but the command. Target: peak < 300 MB. The log is removed afterwards, also on error.
 
-    python benchmarks/cli_memory.py [--data DIR] [--size-mb 1024] [--mode json|table ...]
-                                    [--tmpdir DIR] [--json FILE|-]
+    python benchmarks/cli_memory.py [--data DIR] [--size-mb 1024] [--tmpdir DIR]
+                                    [--mode json|table|compact|eval ...] [--json FILE|-]
 """
 
 from __future__ import annotations
@@ -32,8 +33,14 @@ def firewall_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "firewall.cli"]
 
 
-def run_scan(log: Path, mode: str) -> dict[str, float | int | str]:
-    argv = firewall_command() + ["scan", str(log)] + (["--json"] if mode == "json" else [])
+MODES = {"json": ["scan", "{log}", "--json"], "table": ["scan", "{log}"],
+         "compact": ["compact", "{log}", "--no-audit", "--out", "{out}"],
+         "eval": ["eval", "{log}"]}
+
+
+def run_mode(log: Path, mode: str) -> dict[str, float | int | str]:
+    out = log.with_suffix(".out.jsonl")
+    argv = firewall_command() + [a.format(log=log, out=out) for a in MODES[mode]]
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errors, text=True)
@@ -42,6 +49,7 @@ def run_scan(log: Path, mode: str) -> dict[str, float | int | str]:
         seconds = time.perf_counter() - started
         errors.seek(0)
         stderr = errors.read()[-2000:]
+    out.unlink(missing_ok=True)
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: KiB on Linux, bytes on macOS
     return {"mode": mode, "exit": proc.returncode, "stderr": stderr, "seconds": seconds,
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
@@ -53,12 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser, repeat=1)
     parser.add_argument("--size-mb", type=float, default=1024.0,
                         help="size of the generated log in MiB (default 1024)")
-    parser.add_argument("--mode", action="append", choices=("json", "table"),
-                        help="output of the scan (repeatable; default: json)")
+    parser.add_argument("--mode", action="append", choices=tuple(MODES),
+                        help="what runs on the log (repeatable; default: json)")
     parser.add_argument("--tmpdir", default=None, help="where to write the temporary log")
     parser.add_argument("--target-mb", type=float, default=300.0)
     args = parser.parse_args(argv)
-    header, files, _, _ = bench_inputs(args, "cli_memory: peak RSS of `firewall scan` on a "
+    header, files, _, _ = bench_inputs(args, "cli_memory: peak RSS of the command line on a "
                                              "large JSONL log")
     fd, name = tempfile.mkstemp(prefix="firewall-cli-memory-", suffix=".jsonl",
                                 dir=args.tmpdir)
@@ -69,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         lines, nbytes = generate(files, log, int(args.size_mb * 2**20))
         print(f"log     : {lines:,} conversations, {nbytes / 2**20:,.0f} MiB")
         for mode in args.mode or ["json"]:
-            run = run_scan(log, mode)
+            run = run_mode(log, mode)
             runs.append(run)
-            print(f"  firewall scan{' --json' if mode == 'json' else ''}: exit {run['exit']}, "
+            print(f"  firewall {' '.join(MODES[mode])}: exit {run['exit']}, "
                   f"peak RSS {run['peak_rss_mb']:.1f} MiB, {run['seconds']:.0f} s "
                   f"({run['cpu_seconds']:.0f} s CPU, "
                   f"{nbytes / 2**20 / run['seconds']:.2f} MiB/s)")
