@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.mode or ["json"]:
             run = run_mode(log, mode)
             runs.append(run)
-            print(f"  firewall {' '.join(MODES[mode])}: exit {run['exit']}, "
+            shown = ' '.join(MODES[mode]).format(log='LOG', out='OUT')
+            print(f"  firewall {shown}: exit {run['exit']}, "
                   f"peak RSS {run['peak_rss_mb']:.1f} MiB, {run['seconds']:.0f} s "
                   f"({run['cpu_seconds']:.0f} s CPU, "
                   f"{nbytes / 2**20 / run['seconds']:.2f} MiB/s)")
