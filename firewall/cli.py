@@ -4,26 +4,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .budget import Budget, parse_budget
 from .errors import FirewallError
-from .evaluate import add_eval_command
-from .hooks import add_hooks_commands, write_atomic
-from .suggest import add_suggest_command
+from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
+                      non_negative, packs_from_args)
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
+# documented in the README and in `firewall --help`
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_COMPACTED = 0, 1, 2, 3
+EXIT_CODES = """exit codes:
+  0  done
+  1  done, but something failed: a bad input line was skipped, a rule timed out (scan), a
+     check failed, the audit log could not be written
+  2  usage or input error (with --fail-fast: stopped at the first bad line)
+  3  compact: a conversation was not compacted (the summarizer failed or never ran, or there
+     was nothing to compact); the report says why"""
+COMPACT_EXITS = ("exit 3 when a conversation was not compacted (summarizer unreachable, "
+                 "missing credentials, nothing to compact), 1 when a bad line was skipped or "
+                 "the audit log failed, 0 otherwise")
+FILE_HELP = ("conversations: JSONL (one per line), or one JSON conversation (a list of "
+             "messages, or an object with messages)")
 
 
 def _packs(args: argparse.Namespace, *, strict: bool = True):
-    """The packs named by --rules (default: every built-in), plus a pack derived from the tool
-    definitions given with --tools: their identifier parameters are pinned wherever they occur."""
-    from .packs import load_packs
-
-    packs = load_packs(*(args.rules or ()), strict=strict)
+    """The packs selected by --rules / --only (see ``options``), plus a pack derived from the
+    tool definitions given with --tools: their identifier parameters are pinned wherever they
+    occur."""
+    packs = packs_from_args(args, strict=strict)
     if getattr(args, "tools", None):
         from .toolschema import pack_from_tools
 
@@ -36,8 +48,17 @@ def _packs(args: argparse.Namespace, *, strict: bool = True):
     return packs
 
 
+def _cell(value: Any) -> str:
+    """A table cell: control and other unprintable characters escaped (recorded tool output can
+    hold terminal escape sequences)."""
+    text = "" if value is None else str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [[_cell(c) for c in r] for r in rows]
     widths = [min(max(len(r[i]) for r in cells), 60) for i in range(len(headers))]
     lines = ["  ".join(c[:60].ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -54,41 +75,63 @@ def _out(line: str = "") -> None:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from .extract import Extractor
-    from .formats import read_conversations
 
     extractor = Extractor(_packs(args))
-    rows, failed = [], False
-    for conversation in read_conversations(args.file):
-        result = extractor.scan(conversation)
-        for timeout in result.timeouts:
-            failed = True
-            sys.stderr.write(f"firewall: rule {timeout.rule} timed out on turn {timeout.turn} "
-                             f"({timeout.field}) of {conversation.id}: that turn must be kept "
-                             f"verbatim\n")
-        for lit in result.literals:
-            # the conversation id is always there: a streamed file's length is not known upfront
-            record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule, "turn": lit.turn, "role": lit.role,
-                      "tool": lit.tool, "field": lit.field, "start": lit.start, "end": lit.end,
-                      "sensitive": lit.sensitive, "count": lit.count,
-                      "mixed_script": lit.mixed_script}
-            if args.json:
-                _out(json.dumps(record, ensure_ascii=False))
-            else:
-                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role, lit.tool,
-                             MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
+    total, failed = 0, False
+    with _files(args, [args.file], "scan") as files:
+        for _, conversation in files:
+            result = extractor.scan(conversation)
+            for timeout in result.timeouts:
+                failed = True
+                files.note(_timed_out(timeout, conversation.id, "must be kept verbatim"))
+            rows = []
+            for lit in result.literals:
+                # the conversation id is always there: a streamed file's length is not known
+                record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule,
+                          "turn": lit.turn, "role": lit.role, "tool": lit.tool,
+                          "field": lit.field, "start": lit.start, "end": lit.end,
+                          "sensitive": lit.sensitive, "count": lit.count,
+                          "mixed_script": lit.mixed_script}
+                if args.json:
+                    files.out(json.dumps(record, ensure_ascii=False))
+                else:
+                    rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role,
+                                 lit.tool, MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
+            total += len(result.literals)
+            if rows:  # one table per conversation: the output is written as the file is read
+                files.out(_table(rows, ("conversation", "literal", "rule", "turn", "role",
+                                        "tool", "note")) + "\n")
+        bad = files.report()
     if not args.json:
-        _out(_table(rows, ("conversation", "literal", "rule", "turn", "role", "tool", "note")))
-        _out(f"\n{len(rows)} literal(s)")
-    return EXIT_FAIL if failed else EXIT_OK
+        _out(f"{total} literal(s)")
+    return EXIT_FAIL if failed or bad else EXIT_OK
+
+
+def _timed_out(timeout: Any, conversation_id: str, consequence: str) -> str:
+    return (f"firewall: rule {timeout.rule} timed out on turn {timeout.turn} ({timeout.field}) "
+            f"of {conversation_id}: that turn {consequence}")
+
+
+def _files(args: argparse.Namespace, paths: Sequence[str], label: str):
+    from .inputs import ConversationFiles
+
+    return ConversationFiles(paths, fail_fast=getattr(args, "fail_fast", False), label=label)
 
 
 # ── rules ───────────────────────────────────────────────────────────────────────────────
+
+def _named_packs(args: argparse.Namespace):
+    """``rules test | lint | list PACK...`` look at the packs named, not at the built-ins too."""
+    from .packs import load_packs
+
+    return load_packs(*args.rules, strict=False)
+
 
 def cmd_rules_test(args: argparse.Namespace) -> int:
     from .examples import noise_reports, run_examples
     from .extract import Extractor
 
-    packs = _packs(args, strict=False)
+    packs = _named_packs(args)
     extractor = Extractor(packs)
     reports = run_examples(packs, extractor) + noise_reports(packs, extractor)
     failures = 0
@@ -105,7 +148,7 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
 def cmd_rules_lint(args: argparse.Namespace) -> int:
     from .lint import lint
 
-    findings = lint(_packs(args, strict=False))
+    findings = lint(_named_packs(args))
     for finding in findings:
         _out(str(finding))
     errors = sum(f.severity == "error" for f in findings)
@@ -114,7 +157,7 @@ def cmd_rules_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_rules_list(args: argparse.Namespace) -> int:
-    for pack in _packs(args, strict=False):
+    for pack in _named_packs(args):
         _out(f"{pack.name} {pack.version}: {pack.description}")
         for qid, rule in zip(pack.qualified_ids(), pack.rules):
             _out(f"  {qid:40} {rule.kind:9} {rule.description}")
@@ -149,7 +192,8 @@ def _audit_log(args: argparse.Namespace):
     return open_audit_log(args.audit_db)
 
 
-def _render_messages(messages: list[Any]) -> str:
+def _render_messages(messages: list[Any], ledger: Any = None) -> str:
+    """The compacted conversation for a reader (``--json`` and ``--out`` give it exactly)."""
     lines = []
     for message in messages:
         role = message.get("role", "?") if isinstance(message, dict) else "?"
@@ -158,7 +202,7 @@ def _render_messages(messages: list[Any]) -> str:
             content = json.dumps(content, ensure_ascii=False, indent=1)
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         lines.append(f"── {role} " + "─" * max(0, 70 - len(role)))
-        lines.append(content or "")
+        lines.append(_readable_blocks(content or "", ledger))
         if calls:
             lines.append(f"[tool calls] {json.dumps(calls, ensure_ascii=False)}")
     return "\n".join(lines)
@@ -175,10 +219,30 @@ def _template(args: argparse.Namespace) -> str | None:
         raise FirewallError(f"cannot read template {args.template}: {exc}") from None
 
 
+# a \u003c or \u003e escape in JSON text (not an escaped backslash followed by "u003c")
+_ANGLE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u003([ce])")
+
+
+def _readable_blocks(text: str, ledger: Any) -> str:
+    """``text`` with ``<`` and ``>`` shown as themselves inside the ledger's blocks. The block
+    itself escapes them in quoted values (so that no value can forge a block delimiter); a
+    reader wants ``2>&1``, not ``2\\u003e&1``. Display only: the messages are unchanged."""
+    if ledger is None or "\\u003" not in text:
+        return text
+    from .ledger import find_blocks
+
+    spans = find_blocks(text, ledger.nonce, ledger.key)
+    for start, end in reversed(spans):
+        block = _ANGLE_ESCAPE.sub(lambda m: m.group(1) + ("<" if m.group(2) == "c" else ">"),
+                                  text[start:end])
+        text = text[:start] + block + text[end:]
+    return text
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .formats import read_conversations
+    from .audit import escape_surrogates
     from .guard import Firewall
     from .ledger import Ledger
 
@@ -189,39 +253,55 @@ def cmd_compact(args: argparse.Namespace) -> int:
     ledger_path = Path(args.ledger) if args.ledger else None
     ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
         if ledger_path and ledger_path.exists() else None
-    outputs, status = [], EXIT_OK
-    for conversation in read_conversations(args.file):
-        result = fw.compact(conversation, ledger=ledger)
-        if ledger_path:
-            ledger = result.ledger
-        report = {"id": conversation.id, "compacted": result.compacted, **result.report(),
-                  "tokens_before": result.record.tokens_before,
-                  "tokens_after": result.record.tokens_after,
-                  "audit_id": result.record.id
-                  if fw.audit is not None and not result.audit_error else None}
-        if result.record.error:
-            report["error"] = result.record.error
-        if result.audit_error:
-            report["audit_error"] = result.audit_error
-            status = EXIT_FAIL
-            sys.stderr.write(f"firewall: audit log: {result.audit_error}\n")
-        document = _document(conversation, result.messages)
-        outputs.append(document)
-        if args.json:
-            _out(json.dumps({"messages": document, "report": report}, ensure_ascii=False))
-        elif not args.out:
-            _out(_render_messages(result.messages))
-        if not args.json:
-            _out(_report_line(report))
+    status, not_compacted = EXIT_OK, False
+    out = open(args.out, "w", encoding="utf-8") if args.out else None
+    try:
+        with _files(args, [args.file], "compact") as files:
+            for _, conversation in files:
+                result = fw.compact(conversation, ledger=ledger)
+                if ledger_path:
+                    ledger = result.ledger
+                report = _compaction_report(result, audited=fw.audit is not None)
+                for timeout in result.timeouts:
+                    files.note(_timed_out(timeout, conversation.id, "is kept verbatim"))
+                not_compacted = not_compacted or not result.compacted
+                if result.audit_error:
+                    status = EXIT_FAIL
+                    files.note(f"firewall: audit log: {result.audit_error}")
+                document = _document(conversation, result.messages)
+                if out is not None:  # written as it goes: memory holds one conversation
+                    out.write(escape_surrogates(json.dumps(document, ensure_ascii=False)) + "\n")
+                    out.flush()
+                if args.json:
+                    files.out(json.dumps({"messages": document, "report": report},
+                                         ensure_ascii=False))
+                elif not args.out:
+                    files.out(_render_messages(result.messages, result.ledger))
+                if not args.json:
+                    files.out(_report_line(report))
+            if files.report():
+                status = EXIT_FAIL
+    finally:
+        if out is not None:
+            out.close()
     if ledger_path and ledger is not None:  # it holds secrets and the HMAC key: 0600
-        write_atomic(ledger_path, ledger.to_json())
-    if args.out:
-        from .audit import escape_surrogates
+        from .hooks import write_atomic
 
-        with open(args.out, "w", encoding="utf-8") as handle:
-            for document in outputs:
-                handle.write(escape_surrogates(json.dumps(document, ensure_ascii=False)) + "\n")
-    return status
+        write_atomic(ledger_path, ledger.to_json())
+    # a script must tell "the summarizer never ran" from success: its own exit code
+    return EXIT_NOT_COMPACTED if not_compacted else status
+
+
+def _compaction_report(result: Any, *, audited: bool) -> dict[str, Any]:
+    report = {"id": result.conversation.id, "compacted": result.compacted, **result.report(),
+              "tokens_before": result.record.tokens_before,
+              "tokens_after": result.record.tokens_after,
+              "audit_id": result.record.id if audited and not result.audit_error else None}
+    if result.record.error:
+        report["error"] = result.record.error
+    if result.audit_error:
+        report["audit_error"] = result.audit_error
+    return report
 
 
 def _document(conversation, messages: list[Any]) -> Any:
@@ -261,14 +341,21 @@ def _statuses_help() -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .formats import read_conversations
     from .guard import Firewall
     from .validate import Finding, occurs
 
-    conversations = [c for c in read_conversations(args.file) if args.id in (None, c.id)]
+    conversations = []
+    with _files(args, [args.file], "check") as files:
+        for _, conversation in files:
+            if args.id in (None, conversation.id):
+                conversations.append(conversation)
+                if len(conversations) > 1:
+                    break  # ambiguous already: no need to read on
+        bad = files.report()
     if len(conversations) != 1:
-        sys.stderr.write(f"firewall: {args.file} holds {len(conversations)} matching "
-                         f"conversation(s); pick one with --id\n")
+        how_many = "more than one" if conversations else "no"
+        sys.stderr.write(f"firewall: {args.file} holds {how_many} matching conversation; "
+                         f"pick one with --id\n")
         return EXIT_USAGE
     try:
         with open(args.summary, encoding="utf-8") as handle:
@@ -308,7 +395,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                                                                     "mutated")}
         _out(f"\n{counts['present']} present, {counts['missing']} missing, {counts['mutated']} "
              f"mutated; {_check_outcome(verdict)}")
-    return EXIT_OK if verdict.ok else EXIT_FAIL
+    return EXIT_OK if verdict.ok and not bad else EXIT_FAIL
 
 
 def _check_outcome(verdict) -> str:
@@ -323,6 +410,11 @@ def _check_outcome(verdict) -> str:
 # ── audit ───────────────────────────────────────────────────────────────────────────────
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    missing = _missing_audit_log(args)
+    if missing is not None:  # reading must not create the log (nor its folder)
+        sys.stderr.write(f"firewall: no audit log at {missing} yet: nothing was recorded "
+                         f"there (--audit-db or $FIREWALL_AUDIT_DB picks another)\n")
+        return EXIT_OK if args.audit_command in ("list", "export") else EXIT_FAIL
     log = _audit_log(args)
     if args.audit_command == "list":
         rows = [(s.id[:12], s.conversation_id, s.compaction, s.created_at.isoformat(
@@ -332,7 +424,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _out(_table(rows, ("id", "conversation", "#", "created", "outcome", "turns", "tokens",
                            "literals")))
     elif args.audit_command == "show":
-        _out(log.get(args.id).model_dump_json(indent=2))
+        record = log.get(args.id)
+        _out(record.model_dump_json(indent=2) if args.json else _render_record(record))
     elif args.audit_command == "literal":
         hits = log.find_literal(args.value)
         if not hits:
@@ -349,11 +442,54 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _missing_audit_log(args: argparse.Namespace) -> str | None:
+    """The audit log's path when it does not exist yet, else None."""
+    from pathlib import Path
+
+    from .audit import default_db_path
+
+    if args.audit_db == ":memory:":
+        return None
+    path = Path(args.audit_db).expanduser() if args.audit_db else default_db_path()
+    return None if path.exists() else str(path)
+
+
+def _render_record(record: Any) -> str:
+    """``audit show``: one compaction, readable (``--json`` gives the record as stored)."""
+    from collections import Counter
+
+    span = f"turns {record.span[0]}-{record.span[1]}" if record.span else "no turns"
+    lines = [f"record        {record.id}",
+             f"conversation  {record.conversation_id}, compaction {record.compaction}, "
+             f"{record.created_at.isoformat(timespec='seconds')}",
+             f"outcome       {record.outcome}" + (f": {record.error}" if record.error else ""),
+             f"compacted     {span} ({record.turns_compacted}); tokens {record.tokens_before} "
+             f"-> {record.tokens_after}, ledger {record.ledger_tokens}",
+             f"how           {record.vendor_path}, policy {record.policy}"
+             + (", placeholders" if record.placeholders else ""),
+             "packs         " + (", ".join(f"{p.name} {p.version}" for p in record.packs)
+                                 or "-")]
+    counts = Counter(o.status for o in record.literals)
+    lines.append("literals      " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                                     or "none"))
+    if record.attempts:
+        lines += ["", _table([(a.number, a.summarizer, a.model, a.verdict and
+                               f"{a.verdict.present} present, {a.verdict.missing} missing, "
+                               f"{a.verdict.mutated} mutated", a.error,
+                               f"{a.duration_ms:.0f} ms") for a in record.attempts],
+                             ("attempt", "summarizer", "model", "verdict", "error", "took"))]
+    if record.literals:
+        lines += ["", _table([(o.status, o.value if o.value is not None else "(sensitive: "
+                               "hashed)", o.rule, o.turn, o.role, o.detail)
+                              for o in record.literals],
+                             ("status", "literal", "rule", "turn", "role", "detail"))]
+    return "\n".join(lines)
+
+
 # ── wiring ──────────────────────────────────────────────────────────────────────────────
 
-def _add_rules_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                        help="built-in pack name or YAML path (repeatable; default: all built-in)")
+def _add_pack_options(parser: argparse.ArgumentParser) -> None:
+    add_rules_option(parser)
     parser.add_argument("--tools", metavar="TOOLS.json",
                         help="the agent's tool definitions (Anthropic or OpenAI): pin the "
                              "values of their identifier parameters")
@@ -405,31 +541,43 @@ def _counter_sample(args: argparse.Namespace, limit: int = 100_000) -> str:
     return "\n".join(pieces)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="firewall", description=(
-        "Keep the exact strings an agent depends on through context compaction."))
+def build_parser(running: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the command ``running`` (about to run), the subcommands defined in
+    other modules (eval, rules suggest, hooks: they import the ledger, YAML...) are left as
+    empty stubs unless it is theirs, which keeps every start-up short (a hook runs at every
+    compaction event)."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="firewall", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keep the exact strings an agent depends on through context compaction.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     scan = sub.add_parser("scan", help="list the literals found in a conversation file")
-    scan.add_argument("file")
-    _add_rules_option(scan)
+    scan.add_argument("file", help=FILE_HELP)
+    _add_pack_options(scan)
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_fail_fast_option(scan)
     scan.set_defaults(func=cmd_scan)
 
-    compact = sub.add_parser("compact", help="compact a conversation with pinned literals",
-                             description="Compact each conversation: summary, ledger block, "
-                                         "verbatim tail. The report line counts literals by "
-                                         "status, as `audit list` does. " + _statuses_help())
-    compact.add_argument("file")
-    _add_rules_option(compact)
+    compact = sub.add_parser(
+        "compact", help="compact a conversation with pinned literals", epilog=COMPACT_EXITS,
+        description="Compact each conversation of FILE: summary + ledger block + verbatim "
+                    "tail. The human view shows < and > unescaped inside the ledger block; "
+                    "--json and --out give the messages byte for byte. The report line counts "
+                    "literals by status, as `audit list` does. " + _statuses_help())
+    compact.add_argument("file", help=FILE_HELP)
+    _add_pack_options(compact)
     add_tokens_option(compact, "estimate")
-    compact.add_argument("--keep-last", type=int, default=8, metavar="N",
-                         help="turns kept verbatim at the end (default 8)")
+    add_keep_last_option(compact, "")
     compact.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
                          default="extractive", help="default: the offline extractive one")
     compact.add_argument("--model", help="model for the anthropic / openai summarizers")
     compact.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
-    compact.add_argument("--max-retries", type=int, default=2, metavar="N")
+    compact.add_argument("--max-retries", type=non_negative, default=2, metavar="N",
+                         help="times the summarizer is asked again, with feedback, when its "
+                              "summary lost or mutated a required literal (default 2)")
     compact.add_argument("--policy", choices=("reinject", "repair", "keep_source", "raise"),
                          default="reinject", help="when required literals are still lost")
     compact.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",
@@ -446,6 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audit_options(compact)
     compact.add_argument("--out", metavar="PATH", help="write the compacted conversation(s)")
     compact.add_argument("--json", action="store_true", help="JSON output with a report")
+    add_fail_fast_option(compact)
     compact.set_defaults(func=cmd_compact)
 
     check = sub.add_parser("check", help="validate any compactor's summary of a conversation",
@@ -453,12 +602,15 @@ def build_parser() -> argparse.ArgumentParser:
                                        "conversation (a near miss of a real value that the "
                                        "conversation does not itself hold) or lacks a required "
                                        "one; the last line names each.")
-    check.add_argument("file")
-    check.add_argument("--summary", required=True, metavar="SUMMARY_FILE")
+    check.add_argument("file", help=FILE_HELP)
+    check.add_argument("--summary", required=True, metavar="SUMMARY_FILE",
+                       help="the summary to check, as a text file")
     check.add_argument("--id", help="the conversation to check, in a multi-conversation file")
-    _add_rules_option(check)
+    _add_pack_options(check)
     add_tokens_option(check, "estimate")
-    check.add_argument("--required", choices=("rules", "user", "all"), default="user")
+    check.add_argument("--required", choices=("rules", "user", "all"), default="user",
+                       help="literals the summary itself must carry (default: user-typed "
+                            "and rules marked required)")
     check.add_argument("--strict", action="store_true",
                        help="require every literal worth pinning: rule-required ones, and "
                             "identifier-shaped ones (4+ characters with a digit, separator or "
@@ -469,6 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "literals found in it (or in the system prompt) are not "
                                   "required of the summary")
     check.add_argument("--json", action="store_true", help="one JSON object per literal")
+    add_fail_fast_option(check)
     check.set_defaults(func=cmd_check)
 
     audit = sub.add_parser("audit", help="read the audit log of compactions")
@@ -477,12 +630,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    description="Recent compactions, newest first; the literals "
                                                "column counts them by status, as compact's "
                                                "report does. " + _statuses_help())
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--limit", type=non_negative, default=20, metavar="N",
+                         help="the N most recent records (default 20)")
     listing.add_argument("--conversation", help="only this conversation id")
     show = audit_sub.add_parser("show", help="one record in full (id or prefix)")
-    show.add_argument("id")
+    show.add_argument("id", help="the record id, or a unique prefix of it (audit list)")
+    show.add_argument("--json", action="store_true", help="the record as stored, in JSON")
     literal = audit_sub.add_parser("literal", help="where did this literal survive?")
-    literal.add_argument("value")
+    literal.add_argument("value", help="the exact literal (a sensitive one is matched by its "
+                                       "keyed hash)")
     export = audit_sub.add_parser("export", help="every record, one JSON object per line")
     for command in (listing, show, literal, export):
         _add_audit_options(command)
@@ -497,14 +653,31 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("rules", nargs="*", metavar="PACK_OR_PATH",
                              help="packs to use (default: all built-in)")
         command.set_defaults(func=func)
-    add_suggest_command(rules_sub)
-    add_eval_command(sub)
-    add_hooks_commands(sub)
+    def lazy(name: str, register: Callable[[], Any], stubs: Any = sub) -> None:
+        if running in (None, name.split()[0]):
+            register()
+        else:  # never shown: only the command about to run parses its arguments
+            stubs.add_parser(name.split()[-1])
+
+    lazy("rules suggest", lambda: _import("suggest").add_suggest_command(rules_sub), rules_sub)
+    lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
+    lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
     return parser
 
 
+def _import(module: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f".{module}", __package__)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hooks"]:  # runs at every agent event: no need for the rest of the CLI
+        from .hooks import main as hooks_main
+
+        return hooks_main(argv[1:])
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:

@@ -43,6 +43,7 @@ FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall":
          "verbose": regex.VERBOSE}
 INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
 VERDICTS_MAX = 4096  # allowlist answers memoized per rule
+_UNBUILT = object()  # a lazily built attribute not built yet
 
 
 @dataclass(eq=False)
@@ -84,30 +85,63 @@ class CompiledRule:
 
 @dataclass(eq=False)
 class CompiledRegex(CompiledRule):
-    pattern: regex.Pattern[str] = None  # type: ignore[assignment]
-    group: str | int = 0
     keywords: tuple[str, ...] = ()
     checksum: Any = None
     requires: tuple[Any, ...] = ()  # character-class tests the whole value must pass
     re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
     re2_unicode_source: str | None = None  # the same, widened for non-ASCII text
 
-    locator: Locator | None = None  # where matches can start, found by RE2 (ASCII text)
+    flags: int = 0  # the pattern's compile flags
+    path: str | None = None  # the pack file, named by a compile error
+    # The compiled pattern and its locator (where matches can start, found by RE2 on ASCII
+    # text) are built the first time the prefilter lets a text through to the rule: compiling
+    # every rule costs about 0.1 s at each start of the command line, and most rules of a
+    # short run never get a text.
+    _pattern: regex.Pattern[str] | object = field(default=_UNBUILT, repr=False)
+    _group: str | int = field(default=0, repr=False)
+    _locator: Locator | None | object = field(default=_UNBUILT, repr=False)
+
+    @property
+    def pattern(self) -> regex.Pattern[str]:
+        if self._pattern is _UNBUILT:
+            pattern = _compile(self.rule.pattern, self.flags, "pattern", self.pack,
+                               self.rule.id, self.path)
+            self._group = "literal" if "literal" in pattern.groupindex else 0
+            self._pattern = pattern
+        return self._pattern  # type: ignore[return-value]
+
+    @property
+    def group(self) -> str | int:
+        """What a match keeps: the ``literal`` group when the pattern has one."""
+        self.pattern  # noqa: B018 - compiled on first use
+        return self._group
+
+    @property
+    def locator(self) -> Locator | None:
+        if self._locator is _UNBUILT:
+            self._locator = build_locator(self.rule.pattern, self.flags, self.pattern,
+                                          tuple(self.rule.requires))
+        return self._locator  # type: ignore[return-value]
+
+    @locator.setter
+    def locator(self, value: Locator | None) -> None:
+        self._locator = value
 
     def find(self, text: str, timeout: float, data: bytes | None = None
              ) -> list[tuple[int, int]]:
         """Spans of accepted matches; ``data``: ``text`` as bytes when it is ASCII without the
         characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
-        locator = self.locator
+        pattern, locator = self.pattern, self.locator  # built before any timing
+        group = self._group
         located = locator is not None and locator.choose()
         started = locator.clock() if locator is not None and locator.use is None else 0.0
         if located:
-            matches = locator.finditer(self.pattern, text, data, timeout)
+            matches = locator.finditer(pattern, text, data, timeout)
         else:
-            matches = self.pattern.finditer(text, timeout=timeout)
+            matches = pattern.finditer(text, timeout=timeout)
         spans = []
         for m in matches:
-            start, end = m.span(self.group)
+            start, end = m.span(group)
             if start < 0 or start == end:
                 continue
             value = text[start:end]
@@ -427,16 +461,13 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
             flags = 0
             for name in rule.flags:
                 flags |= FLAGS[name]
-            pattern = _compile(rule.pattern, flags, "pattern", owner, rule.id, pack.path)
             compiled.append(CompiledRegex(
-                qid, owner, rule, pattern=pattern,
-                group="literal" if "literal" in pattern.groupindex else 0,
+                qid, owner, rule, path=pack.path,
                 keywords=tuple(k.lower() for k in rule.keywords),
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
                 requires=tuple(REQUIRES[name] for name in rule.requires),
                 re2_source=_re2_source(rule),
-                re2_unicode_source=_re2_source(rule, unicode=True),
-                locator=build_locator(rule.pattern, flags, pattern, tuple(rule.requires))))
+                re2_unicode_source=_re2_source(rule, unicode=True), flags=flags))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:

@@ -318,14 +318,18 @@ def source_of(path: str | Path) -> str:
 
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         packs: Sequence[Any] | None = None, budget: int | str | Budget = Budget(),
-        keep_last: int = 4,
-        ledgers: Any = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+        keep_last: int = 4, ledgers: Any = None,
+        progress: Callable[[str], None] | None = None,
+        read: Callable[[str | Path], Iterable[Conversation]] | None = None) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
-    ``ledgers``: a text stream receiving one JSON line per (conversation, k).
+    ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
+    file's conversations are read, one at a time (default ``read_conversations``).
     """
     from .formats import read_conversations
     from .guard import Firewall
+
+    read = read or read_conversations
 
     firewall = Firewall(packs)  # the same extraction, ledger update and fit as a compaction
     tallies: dict[tuple[str, str], dict[str, Tally]] = {}
@@ -333,7 +337,7 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
     cuts = conversations = 0
     for path in files:
         source = source_of(path)
-        for conversation in read_conversations(path):
+        for conversation in read(path):
             conversations += 1
             for frac, k in cut_points(len(conversation.turns), fractions):
                 cut = evaluate_cut(conversation, k, firewall=firewall, budget=budget,
@@ -422,54 +426,71 @@ def _fractions(text: str) -> list[float]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .packs import load_packs
+    from .inputs import ConversationFiles
+    from .options import packs_from_args
 
-    packs = load_packs(*(args.rules or ()))
-    progress = _progress_line(sys.stderr) if sys.stderr.isatty() else None
+    packs = packs_from_args(args)
     out = open(args.ledgers, "w", encoding="utf-8") if args.ledgers else None
     try:
-        result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
-                     keep_last=args.keep_last, ledgers=out, progress=progress)
+        with ConversationFiles(args.files, fail_fast=args.fail_fast, label="eval") as files:
+            result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
+                         keep_last=args.keep_last, ledgers=out, read=files.read)
+            bad = files.report()
     finally:
         if out is not None:
             out.close()
-        if progress is not None:
-            sys.stderr.write("\n")
     result["tokens"] = args.tokens
     sys.stdout.write((json.dumps(result, indent=1) if args.json else format_report(result))
                      + "\n")
-    return 0
+    return 1 if bad else 0
 
 
-def _progress_line(stream: Any) -> Callable[[str], None]:
-    def show(text: str) -> None:
-        stream.write(f"\r\x1b[Keval: {text}")
-        stream.flush()
-    return show
+EVAL_COLUMNS = """\
+The table: one row per source file and compaction point (frac), then per source, then all.
+  cuts                  compaction points evaluated
+  ID-like, strict       gold literals: strings a later tool call passed verbatim that were
+                        already in the conversation at the cut. strict: whole argument
+                        values, and the tokens of free-text arguments shaped like an email,
+                        number, code or identifier; ID-like: the strict ones of 4+
+                        characters holding a digit, / or @
+  then the recall (%) of the gold kept by each context, and its cost (% of the compacted
+  span's tokens):
+  ledger ID / strict    the ledger block alone; cost med: median per cut; cost total: all
+                        ledger tokens / all span tokens
+  +lastN                the ledger plus the last N messages verbatim (--keep-last)
+  user                  the user's messages verbatim (what Codex keeps)
+  lastN                 the last N messages alone
+  user+lastN            both
+  naive ID / strict     the floor to beat: every token of the span holding a digit, / or @
+                        (split like the gold); a rule pack earns its keep by beating it on
+                        recall and cost
+  oracle                a ledger of exactly the gold: the least any ledger could cost
+Every cost is the total over the cuts unless named med (median)."""
 
 
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
+    from .cli import add_tokens_option
+    from .options import add_fail_fast_option, add_keep_last_option, add_rules_option
+
     parser = subparsers.add_parser(
-        "eval", help="load-bearing literal recall of the ledger on recorded conversations")
-    parser.add_argument("files", nargs="+", metavar="FILE")
+        "eval", help="load-bearing literal recall of the ledger on recorded conversations",
+        epilog=EVAL_COLUMNS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="recorded conversations (JSONL, or one JSON conversation)")
     parser.add_argument("--at", type=_fractions, default=list(FRACTIONS), metavar="F,F,...",
                         help="compaction points as fractions of the messages (default "
                              "0.25,0.5,0.75)")
-    parser.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                        help="built-in pack name or YAML path (repeatable; default: all built-in)")
+    add_rules_option(parser)
     parser.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",
-                        help="ledger budget: auto (the default, as compact: %s), tokens, or "
-                             "a share of each compacted span without floor or cap, e.g. 5%%"
-                             % str(Budget()).replace("%", "%%"))
-    parser.add_argument("--keep-last", type=int, default=4, metavar="N",
-                        help="messages kept verbatim in the ledger+tail and tail baselines "
-                             "(default 4)")
+                        help=f"ledger budget: auto (the default, as compact: "
+                             f"{str(Budget()).replace('%', '%%')}), tokens, or a share of each "
+                             f"compacted span without floor or cap, e.g. 5%%")
+    add_keep_last_option(parser, " in the +lastN, lastN and user+lastN contexts, as compact")
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
                         help="write one JSON line per (conversation, k) with the pinned literals")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
-    from .cli import add_tokens_option
-
+    add_fail_fast_option(parser)
     add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn
     parser.set_defaults(func=cmd_eval)
     return parser

@@ -86,6 +86,7 @@ class CompactionResult:
     attempts: list[AttemptResult] = field(default_factory=list)
     conversation: Conversation | None = None
     audit_error: str | None = None
+    timeouts: list[Any] = field(default_factory=list)  # rules that timed out: turns kept whole
 
     def report(self) -> dict[str, int]:
         """``pinned`` (ledger entries), ``reasked`` (summarizer calls after the first), then
@@ -584,7 +585,8 @@ class Firewall:
         record = self._record(plan, attempts, summary, keep, error, block, key)
         result = CompactionResult(messages=messages, ledger=ledger, record=record,
                                   compacted=summary is not None, summary=composed_text,
-                                  verdict=verdict, attempts=attempts, conversation=conversation)
+                                  verdict=verdict, attempts=attempts, conversation=conversation,
+                                  timeouts=list(plan.pinned.timeouts))
         result.audit_error = write_record(self.audit, record) or key_error
         if record.compaction != plan.compaction:  # the log gave it the next free number
             self._renumbered(ledger.conversation_id, plan, record.compaction)

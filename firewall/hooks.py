@@ -438,13 +438,14 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
 
 # ── configuration ────────────────────────────────────────────────────────────────────────────
 
-def hooks_config(agent: str, command: str = "firewall", rules: list[str] | None = None
-                 ) -> dict[str, Any]:
-    """The ``{"hooks": {...}}`` block for Claude Code settings.json or Codex hooks.json."""
+def hooks_config(agent: str, command: str = "firewall", rules: list[str] | None = None,
+                 only: bool = False) -> dict[str, Any]:
+    """The ``{"hooks": {...}}`` block for Claude Code settings.json or Codex hooks.json;
+    ``rules`` are added to the built-in packs, or replace them with ``only``."""
     if agent not in _WIRING:
         raise FirewallError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
     extra = (" --agent codex" if agent == "codex" else "") + "".join(
-        f" --rules {r}" for r in rules or ())
+        f" --rules {r}" for r in rules or ()) + (" --only" if only and rules else "")
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event, matcher, name in _WIRING[agent]:
         hooks.setdefault(event, []).append({"matcher": matcher, "hooks": [
@@ -476,7 +477,7 @@ def merge_hooks(settings: dict[str, Any], config: dict[str, Any]) -> bool:
 
 
 def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
-            rules: list[str] | None = None) -> bool:
+            rules: list[str] | None = None, only: bool = False) -> bool:
     """Merge the hooks into the JSON settings file at ``path`` (created if missing)."""
     path = Path(path).expanduser()
     try:
@@ -489,7 +490,7 @@ def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
         raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
     if not isinstance(settings, dict):
         raise FirewallError(f"{path} does not hold a JSON object; not touching it")
-    changed = merge_hooks(settings, hooks_config(agent, command, rules))
+    changed = merge_hooks(settings, hooks_config(agent, command, rules, only))
     if changed:
         write_atomic(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
     return changed
@@ -498,9 +499,9 @@ def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
 # ── CLI ──────────────────────────────────────────────────────────────────────────────────────
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    config = hooks_config(args.agent, args.command, args.rules)
+    config = hooks_config(args.agent, args.command, args.rules, args.only)
     if args.install:
-        changed = install(args.install, args.agent, args.command, args.rules)
+        changed = install(args.install, args.agent, args.command, args.rules, args.only)
         sys.stderr.write(f"firewall: {'installed hooks in' if changed else 'hooks already in'} "
                          f"{args.install}\n")
     if args.print or not args.install:
@@ -509,11 +510,17 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    return run_hook(args.event, agent=args.agent, rules=args.rules)
+    from .options import pack_names
+
+    # --rules adds to the built-in packs, as everywhere; no usage error here (see run_hook)
+    rules = pack_names(args.rules, args.only) if args.rules else None
+    return run_hook(args.event, agent=args.agent, rules=rules)
 
 
 def add_hooks_commands(subparsers: Any) -> None:
     """Register ``firewall hooks ...`` on the CLI's subparsers."""
+    from .options import add_rules_option
+
     hooks = subparsers.add_parser("hooks", help="Claude Code / Codex CLI compaction hooks")
     sub = hooks.add_subparsers(dest="hooks_command", required=True)
     for agent, where in (("claude-code", "a settings.json (.claude/settings.json, "
@@ -523,15 +530,17 @@ def add_hooks_commands(subparsers: Any) -> None:
         p.add_argument("--print", action="store_true", help="print the hooks JSON (default)")
         p.add_argument("--install", metavar="PATH", help=f"merge the hooks into {where}")
         p.add_argument("--command", default="firewall",
-                       help="how the agent runs this CLI (default: firewall)")
-        p.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                       help="rule packs the hooks use (repeatable; default: all built-in)")
+                       help="how the agent runs this CLI: the hook command must be on the "
+                            "agent's PATH, or give its full path (default: firewall)")
+        add_rules_option(p, "packs the hooks use")
         p.set_defaults(func=_cmd_config, agent=agent)
     run = sub.add_parser("run", help="run one hook: the agent's event JSON on stdin")
     # no argparse choices: a usage error would exit 2, which blocks compaction in Claude Code
-    run.add_argument("event", metavar="{" + ",".join(EVENTS) + "}")
-    run.add_argument("--agent", choices=AGENTS, default="claude-code")
-    run.add_argument("--rules", action="append", metavar="PACK_OR_PATH")
+    run.add_argument("event", metavar="{" + ",".join(EVENTS) + "}",
+                     help="the hook event this call answers")
+    run.add_argument("--agent", choices=AGENTS, default="claude-code",
+                     help="whose event and transcript format (default: claude-code)")
+    add_rules_option(run)
     run.set_defaults(func=_cmd_run)
 
 

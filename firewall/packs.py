@@ -6,12 +6,12 @@ silently ignored setting). Every error names the pack, the rule id, the field an
 
 from __future__ import annotations
 
+import functools
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal as TypingLiteral
 
 import regex
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .checksums import CHECKSUMS
@@ -186,19 +186,25 @@ class _LineDict(dict):
     key_styles: dict[str, str | None]
 
 
-class _Loader(yaml.SafeLoader):
-    def construct_mapping(self, node, deep=False):  # type: ignore[override]
-        mapping = _LineDict(super().construct_mapping(node, deep=True))
-        mapping.line = node.start_mark.line + 1
-        mapping.key_lines, mapping.key_styles = {}, {}
-        for key_node, value_node in node.value:
-            key = key_node.value
-            mapping.key_lines[key] = value_node.start_mark.line + 1
-            mapping.key_styles[key] = getattr(value_node, "style", None)
-        return mapping
+@functools.lru_cache(maxsize=1)
+def _loader() -> Any:
+    """The YAML loader, built on first use: a pack served from the cache needs no YAML."""
+    import yaml
 
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):  # type: ignore[override]
+            mapping = _LineDict(super().construct_mapping(node, deep=True))
+            mapping.line = node.start_mark.line + 1
+            mapping.key_lines, mapping.key_styles = {}, {}
+            for key_node, value_node in node.value:
+                key = key_node.value
+                mapping.key_lines[key] = value_node.start_mark.line + 1
+                mapping.key_styles[key] = getattr(value_node, "style", None)
+            return mapping
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_mapping)
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                           Loader.construct_mapping)
+    return Loader
 
 
 def _error_field(error: dict[str, Any]) -> str:
@@ -209,8 +215,10 @@ def _error_field(error: dict[str, Any]) -> str:
 
 def parse_pack(text: str, path: str = "<string>") -> PackSpec:
     """Parse and validate one pack's YAML text; every error names pack, rule, field and line."""
+    import yaml
+
     try:
-        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        raw = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader
     except RecursionError:
         raise PackError("invalid YAML: nested too deeply", path=path) from None
     except yaml.YAMLError as exc:
@@ -366,7 +374,8 @@ def resolve(name_or_path: str | Path, relative_to: Path | None = None) -> Path:
 
 
 def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
-              _relative_to: Path | None = None) -> Pack:
+              _relative_to: Path | None = None, _read: list[Path] | None = None) -> Pack:
+    """``_read`` collects every file the pack is built from (it and the packs it extends)."""
     path = resolve(name_or_path, _relative_to)
     key = str(path.resolve())
     if key in _chain:
@@ -375,6 +384,8 @@ def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PackError(f"cannot read: {exc}", path=str(path)) from None
+    if _read is not None:
+        _read.append(path)
     spec = parse_pack(text, str(path))
     rules: list[Any] = []
     owners: list[str] = []
@@ -382,7 +393,8 @@ def load_pack(name_or_path: str | Path, *, _chain: tuple[str, ...] = (),
     noise_owners: list[str] = []
     for parent in spec.extends:
         ref = Extends(pack=parent) if isinstance(parent, str) else parent
-        base = load_pack(ref.pack, _chain=_chain + (key,), _relative_to=path.parent)
+        base = load_pack(ref.pack, _chain=_chain + (key,), _relative_to=path.parent,
+                         _read=_read)
         unknown = set(ref.disable) - {r.id for r in base.rules}
         if unknown:
             raise PackError(f"cannot disable unknown rule(s) {', '.join(sorted(unknown))} "
@@ -407,17 +419,30 @@ def load_packs(*names_or_paths: str | Path, strict: bool = True) -> list[Pack]:
     """Load packs by built-in name or path (all built-in packs when none is given).
 
     In strict mode every rule's examples are run through the whole engine and a pack whose
-    examples fail does not load.
+    examples fail does not load. A pack loaded before from the same files by the same library
+    comes from the per-user cache (``packcache``), its examples already checked.
     """
-    packs = [load_pack(n) for n in (names_or_paths or builtin_names())]
-    if strict:
-        from .examples import failures  # the engine depends on packs, not the reverse
+    from . import packcache
 
-        for pack in packs:
-            problems = failures([pack])
-            if problems:
-                raise PackError(f"{len(problems)} rule example(s) fail; run 'firewall rules "
-                                f"test {pack.path}':\n  "
-                                + "\n  ".join(p.describe() for p in problems[:10]),
-                                pack=pack.name, path=pack.path)
+    packs = []
+    for name in names_or_paths or builtin_names():
+        pack = packcache.lookup(resolve(name), examples_checked=strict)
+        if pack is None:
+            read: list[Path] = []
+            pack = load_pack(name, _read=read)
+            if strict:
+                _check_examples(pack)
+            packcache.store(pack, read, examples_checked=strict)
+        packs.append(pack)
     return packs
+
+
+def _check_examples(pack: Pack) -> None:
+    from .examples import failures  # the engine depends on packs, not the reverse
+
+    problems = failures([pack])
+    if problems:
+        raise PackError(f"{len(problems)} rule example(s) fail; run 'firewall rules "
+                        f"test {pack.path}':\n  "
+                        + "\n  ".join(p.describe() for p in problems[:10]),
+                        pack=pack.name, path=pack.path)

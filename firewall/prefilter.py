@@ -10,6 +10,7 @@ matching any non-ASCII character) on other text. Ineligible patterns go straight
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import ahocorasick
@@ -63,10 +64,9 @@ class Prefilter:
                         automaton.add_word(keyword, {i})
             automaton.make_automaton()
             self._keywords = automaton
+        self._rules = rules  # the sets below that are not always needed are built on first use
         self._set, self._set_members, self._outside_set = self._build_set(
             [r.re2_source for r in rules])
-        self._uset, self._uset_members, self._outside_uset = self._build_set(
-            [r.re2_unicode_source for r in rules])
         # ASCII text: the keywords too, in the same RE2 pass (the Aho-Corasick walk yields
         # every hit to Python, and one-character keywords like "-" or "/" hit constantly)
         self._aset, self._aset_members, _ = self._build_set(
@@ -74,19 +74,29 @@ class Prefilter:
         if self._aset is not None and \
                 [i for i in self._aset_members if i < self.size] != self._set_members:
             self._aset = None  # patterns left out differ from the pattern-only set's: two stages
-        # the same sources in chunks, each rule's pattern next to its keywords
-        self._chunks: list[tuple[object, list[int]]] = []
-        if self._aset is not None:
-            members = sorted(self._aset_members, key=lambda m: (m % self.size, m))
-            for start in range(0, len(members), CHUNK):
-                part = members[start:start + CHUNK]
-                rule_set, built, _ = self._build_set(
-                    [rules[m].re2_source if m < self.size else
-                     _keyword_source(rules[m - self.size].keywords) for m in part])
-                if rule_set is None or len(built) != len(part):
-                    self._chunks = []
-                    break
-                self._chunks.append((rule_set, part))
+
+    @functools.cached_property
+    def _unicode_set(self):
+        """The widened patterns, for non-ASCII text (built the first time one comes)."""
+        return self._build_set([r.re2_unicode_source for r in self._rules])
+
+    @functools.cached_property
+    def _chunks(self) -> list[tuple[object, list[int]]]:
+        """The ASCII set's sources in chunks, each rule's pattern next to its keywords (built
+        the first time a long text comes)."""
+        if self._aset is None:
+            return []
+        rules, chunks = self._rules, []
+        members = sorted(self._aset_members, key=lambda m: (m % self.size, m))
+        for start in range(0, len(members), CHUNK):
+            part = members[start:start + CHUNK]
+            rule_set, built, _ = self._build_set(
+                [rules[m].re2_source if m < self.size else
+                 _keyword_source(rules[m - self.size].keywords) for m in part])
+            if rule_set is None or len(built) != len(part):
+                return []
+            chunks.append((rule_set, part))
+        return chunks
 
     @staticmethod
     def _build_set(sources: Sequence[str | None]):
@@ -145,7 +155,7 @@ class Prefilter:
             rule_set, members, outside, data = (self._set, self._set_members,
                                                 self._outside_set, ascii_data)
         else:  # the widened patterns, on the UTF-8 bytes
-            rule_set, members, outside = self._uset, self._uset_members, self._outside_uset
+            rule_set, members, outside = self._unicode_set
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: `regex` alone decides

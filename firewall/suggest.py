@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -484,23 +484,27 @@ def payoffs(conversations: Iterable[Conversation], pack: Pack,
 
 def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
             name: str = "suggested", min_conversations: int = 2,
-            min_precision: float = MIN_PRECISION) -> Suggestion:
+            min_precision: float = MIN_PRECISION,
+            again: Callable[[], Iterable[Conversation]] | None = None) -> Suggestion:
     """Mine ``conversations`` for misses of ``packs`` and propose a validated pack.
 
     A group needs misses in ``min_conversations`` conversations. A rule is proposed only if it
     pays on the mined conversations: its precision (``Payoff``) is above ``min_precision``, with
     gold in ``min_conversations`` conversations; and it is not one that matches mostly noise in
     ordinary shell output (``lint.shell_noise``: flags, ``key=value`` settings, sizes),
-    whatever the mined data says.
+    whatever the mined data says. ``again``: reads the conversations a second time for the
+    precision, so that they are never all held in memory (large logs).
     """
     extractor = Extractor(list(packs))
-    mined = list(conversations)
+    mined: list[Conversation] = []  # held only when they cannot be read again
     uses: list[Use] = []
     misses: list[Use] = []
-    for conversation in mined:
+    for conversation in conversations:
         found, missed = load_bearing(conversation, extractor)
         uses += found
         misses += missed
+        if again is None:
+            mined.append(conversation)
     signatures: dict[str, str] = {}
     groups = group_misses(misses)
     rules: list[dict[str, Any]] = []
@@ -532,7 +536,7 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
     rules = [r for r in rules if r["id"] not in dropped]
     noise = {r.qid: shell_noise(r) for r in compile_pack(candidates)
              if isinstance(r, CompiledRegex)}
-    paid = payoffs(mined, candidates)
+    paid = payoffs(mined if again is None else again(), candidates)
     kept: list[dict[str, Any]] = []
     kept_payoffs: dict[str, Payoff] = {}
     for rule in rules:
@@ -570,17 +574,19 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
 
 def cmd_rules_suggest(args: argparse.Namespace) -> int:
     from .formats import read_conversations
-    from .packs import load_packs
+    from .inputs import ConversationFiles
+    from .options import packs_from_args
 
-    packs = load_packs(*(args.rules or ()), strict=False)
-
-    def conversations() -> Iterator[Conversation]:
+    packs = packs_from_args(args, strict=False)
+    def again() -> Iterator[Conversation]:  # the precision pass: bad lines already reported
         for path in args.file:
-            yield from read_conversations(path)
+            yield from read_conversations(path, on_error=lambda error: None)
 
-    result = suggest(conversations(), packs, name=args.name,
-                     min_conversations=args.min_conversations,
-                     min_precision=args.min_precision)
+    with ConversationFiles(args.file, fail_fast=args.fail_fast, label="suggest") as files:
+        result = suggest((conversation for _, conversation in files), packs, name=args.name,
+                         min_conversations=args.min_conversations,
+                         min_precision=args.min_precision, again=again)
+        bad = files.report()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(result.yaml)
@@ -596,7 +602,7 @@ def cmd_rules_suggest(args: argparse.Namespace) -> int:
         err(f"  no rule for {label}: {reason}\n")
     for rule_id in result.dropped:
         err(f"  dropped {rule_id}: its examples fail\n")
-    return 0
+    return 1 if bad else 0
 
 
 def _share(text: str) -> float:
@@ -611,11 +617,12 @@ def _share(text: str) -> float:
 
 def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
     """Register ``suggest`` under the ``firewall rules`` subcommand group."""
+    from .options import add_fail_fast_option, add_rules_option
+
     command = rules_subparsers.add_parser(
         "suggest", help="propose rules for load-bearing literals the current packs miss")
     command.add_argument("file", nargs="+", help="recorded conversation file(s)")
-    command.add_argument("--rules", action="append", metavar="PACK_OR_PATH",
-                         help="the current packs (repeatable; default: all built-in)")
+    add_rules_option(command, "the current packs")
     command.add_argument("--out", metavar="PACK.yaml", help="write the pack here, not stdout")
     command.add_argument("--name", default="suggested", help="pack name (default: suggested)")
     command.add_argument("--min-conversations", type=int, default=2, metavar="N",
@@ -625,5 +632,6 @@ def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
                          help="propose a rule only if more than this share of the strings it "
                               "pins in the mined conversations is used later in a tool call "
                               f"(default {MIN_PRECISION})")
+    add_fail_fast_option(command)
     command.set_defaults(func=cmd_rules_suggest)
     return command

@@ -16,12 +16,12 @@ Every rule carries examples built from the schema, so the pack loads in strict m
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import regex
-import yaml
 
 from .examples import failures
 from .packs import Pack, parse_pack
@@ -323,12 +323,17 @@ class _Quoted(str):
     """A string YAML must write single-quoted (regexes)."""
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+@functools.lru_cache(maxsize=1)
+def _dumper() -> Any:
+    """Built on first use: importing YAML is a noticeable share of the command line's start."""
+    import yaml
 
+    class Dumper(yaml.SafeDumper):
+        pass
 
-_Dumper.add_representer(_Quoted, lambda d, s: d.represent_scalar(
-    "tag:yaml.org,2002:str", str(s), style="'"))
+    Dumper.add_representer(_Quoted, lambda d, s: d.represent_scalar(
+        "tag:yaml.org,2002:str", str(s), style="'"))
+    return Dumper
 
 _ORDER = ("id", "kind", "description", "roles", "severity", "priority", "keys", "pattern",
           "value_pattern", "keywords", "flags", "terms", "examples")
@@ -346,7 +351,9 @@ def pack_yaml(name: str, rules: list[dict[str, Any]], *, description: str = "",
                 item[field] = _Quoted(item[field])
         ordered.append(item)
     doc = {"name": name, "version": "0.1.0", "description": description, "rules": ordered}
-    body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    import yaml
+
+    body = yaml.dump(doc, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=100)
     return header + body
 
 

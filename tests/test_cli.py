@@ -20,7 +20,7 @@ def run(capsys, *argv):
 
 
 def test_scan_json_lines_carry_provenance_and_conversation_id(capsys):
-    code, out, _ = run(capsys, "scan", NATIVE, "--rules", KINDS, "--json")
+    code, out, _ = run(capsys, "scan", NATIVE, "--rules", KINDS, "--only", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0
     assert rows[0] == {"id": "c1", "literal": "#W2378156", "rule": "kinds/order-key", "turn": 2,
@@ -41,13 +41,14 @@ def test_scan_flags_a_look_alike_id_as_mixed_script(capsys, tmp_path):
 
 
 def test_scan_table(capsys):
-    code, out, _ = run(capsys, "scan", ANTHROPIC, "--rules", MINIMAL)
+    code, out, _ = run(capsys, "scan", ANTHROPIC, "--rules", MINIMAL, "--only")
     assert code == 0 and "INV-2025-08-44719" in out and "1 literal(s)" in out
 
 
 def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
     db = str(tmp_path / "audit.db")
-    code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--keep-last", "1",
+    code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only",
+                       "--keep-last", "1",
                        "--audit-db", db)
     assert code == 0
     assert "<<<ledger " in out and "INV-2025-08-44719" in out
@@ -57,7 +58,7 @@ def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
     code, out, _ = run(capsys, "audit", "literal", "INV-2025-08-44719", "--audit-db", db)
     assert code == 0 and "in_summary" in out
     record_id = out.splitlines()[2].split()[0]
-    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db)
+    code, out, _ = run(capsys, "audit", "show", record_id, "--audit-db", db, "--json")
     assert json.loads(out)["conversation_id"] == "anthropic"
     code, out, _ = run(capsys, "audit", "export", "--audit-db", db)
     assert len(out.splitlines()) == 1
@@ -65,7 +66,7 @@ def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
 
 def test_compact_out_keeps_the_anthropic_shape_and_ledger_persists(capsys, tmp_path):
     out_file, ledger = tmp_path / "out.jsonl", tmp_path / "ledger.json"
-    code, _, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--keep-last", "1",
+    code, _, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only", "--keep-last", "1",
                      "--no-audit", "--out", str(out_file), "--ledger", str(ledger))
     assert code == 0
     document = json.loads(out_file.read_text())
@@ -77,6 +78,7 @@ def test_check_exits_1_on_a_mutated_required_literal(capsys, tmp_path):
     summary = tmp_path / "summary.txt"
     summary.write_text("The customer disputes INV-2025-08-44791.")
     code, out, _ = run(capsys, "check", ANTHROPIC, "--summary", str(summary), "--rules", MINIMAL,
+                       "--only",
                        "--json")
     assert code == 1
     assert json.loads(out) == {"literal": "INV-2025-08-44719", "status": "mutated",
@@ -84,7 +86,8 @@ def test_check_exits_1_on_a_mutated_required_literal(capsys, tmp_path):
                                "span": [22, 39], "resembles": "INV-2025-08-44791",
                                "reason": "transposed digits"}
     summary.write_text("The customer disputes INV-2025-08-44719.")
-    assert run(capsys, "check", ANTHROPIC, "--summary", str(summary), "--rules", MINIMAL)[0] == 0
+    assert run(capsys, "check", ANTHROPIC, "--summary", str(summary), "--rules", MINIMAL,
+               "--only")[0] == 0
 
 
 def test_check_strict_makes_pinned_literals_required(capsys, tmp_path):
@@ -92,24 +95,24 @@ def test_check_strict_makes_pinned_literals_required(capsys, tmp_path):
     summary.write_text("order #W2378156 asked about")
     # the order id comes from a tool call, so only --strict requires it... it is present here
     assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
-               "--rules", KINDS, "--strict")[0] == 0
+               "--rules", KINDS, "--only", "--strict")[0] == 0
     summary.write_text("an order was asked about")
     assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
-               "--rules", KINDS)[0] == 0
+               "--rules", KINDS, "--only")[0] == 0
     assert run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
-               "--rules", KINDS, "--strict")[0] == 1
+               "--rules", KINDS, "--only", "--strict")[0] == 1
 
 
 def test_check_fails_on_a_mutation_of_any_literal_and_says_which(capsys, tmp_path):
     summary = tmp_path / "summary.txt"
     summary.write_text("order #W2378165 asked about")  # the order id is not required here
     code, out, _ = run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
-                       "--rules", KINDS)
+                       "--rules", KINDS, "--only")
     assert code == 1
     assert out.splitlines()[-1].endswith(
         "FAIL: '#W2378156' mutated into '#W2378165' (transposed digits)")
     code, out, _ = run(capsys, "check", NATIVE, "--id", "c1", "--summary", str(summary),
-                       "--rules", KINDS, "--json")
+                       "--rules", KINDS, "--only", "--json")
     assert code == 1 and json.loads(out) == {
         "literal": "#W2378156", "status": "mutated", "rule": "kinds/order-key",
         "required": False, "span": [6, 15], "resembles": "#W2378165",
@@ -156,7 +159,7 @@ def test_lint_flags_catastrophic_patterns(capsys, tmp_path):
 def test_errors_are_one_line_not_tracebacks(capsys, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"\xff\xfe not json")
-    code, _, err = run(capsys, "scan", str(bad), "--rules", MINIMAL)
+    code, _, err = run(capsys, "scan", str(bad), "--rules", MINIMAL, "--only", "--fail-fast")
     assert code == 2 and err.startswith("firewall: ") and "Traceback" not in err
     code, _, err = run(capsys, "scan", NATIVE, "--rules", "nope")
     assert code == 2 and "unknown rule pack 'nope'" in err

@@ -321,7 +321,8 @@ def test_counting_is_offline_unless_a_vendor_counter_is_named(
         tmp_path: Path, vendor_env: Capture, capsys: pytest.CaptureFixture[str]) -> None:
     conversation_file = write_conversation(tmp_path)
     for tokens in ([], ["--tokens", "auto"]):  # the default, and auto
-        assert main(["compact", str(conversation_file), "--no-audit", *tokens]) == 0
+        assert main(["compact", str(conversation_file), "--no-audit", "--keep-last", "1",
+                     *tokens]) == 0
     assert main(["check", str(conversation_file), "--summary", str(conversation_file)]) in (0, 1)
     capsys.readouterr()
     assert vendor_env.requests == []  # an Anthropic key in the environment is not consent

@@ -137,7 +137,7 @@ def test_cli_writes_a_pack_that_rules_test_accepts(fixtures, tmp_path, capsys):
     add_suggest_command(rules.add_subparsers(dest="rules_command"))
     out = tmp_path / "suggested.yaml"
     args = parser.parse_args(["rules", "suggest", str(fixtures / "suggest" / "support.jsonl"),
-                              "--rules", str(fixtures / "suggest" / "email_only.yaml"),
+                              "--rules", str(fixtures / "suggest" / "email_only.yaml"), "--only",
                               "--out", str(out), "--name", "support"])
     assert args.func(args) == 0
     assert "8 load-bearing literal use(s), 6 missed" in capsys.readouterr().err
@@ -214,7 +214,7 @@ def test_cli_reports_each_rules_precision_and_takes_a_floor(fixtures, tmp_path, 
     rules = parser.add_subparsers(dest="command").add_parser("rules")
     add_suggest_command(rules.add_subparsers(dest="rules_command"))
     argv = ["rules", "suggest", str(fixtures / "suggest" / "coding.jsonl"),
-            "--rules", str(fixtures / "suggest" / "email_only.yaml")]
+            "--rules", str(fixtures / "suggest" / "email_only.yaml"), "--only"]
     args = parser.parse_args(argv + ["--out", str(tmp_path / "a.yaml")])
     assert args.func(args) == 0
     err = capsys.readouterr().err
@@ -249,3 +249,10 @@ def test_a_rule_must_pay_in_as_many_conversations_as_its_misses():
         "pays in 1 conversation(s), fewer than 2")
     assert [r["pattern"] for r in suggest(convs, [], min_conversations=1).rules] == [
         r"\bREQ-\d{4}\b"]
+
+
+def test_a_second_reading_replaces_holding_every_text(convs, current):
+    # large logs: the precision pass reads the conversations again instead of keeping them
+    streamed = suggest(iter(convs), current, again=lambda: iter(convs))
+    assert streamed.yaml == suggest(convs, current).yaml
+    assert "precision" in streamed.yaml  # the precision note was computed from the second pass

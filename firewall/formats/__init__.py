@@ -9,7 +9,7 @@ line, or one JSON document: a list of messages, or an object with ``messages``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,16 @@ def _from_document(doc: Any, *, source: str, line: int | None, default_id: str) 
         raise ConversationError(str(exc), source=source, line=line) from None
 
 
-def read_conversations(path: str | Path) -> Iterator[Conversation]:
-    """Yield the conversations of a file, one JSONL line at a time (memory stays bounded)."""
+def read_conversations(path: str | Path, *,
+                       on_error: Callable[[ConversationError], None] | None = None,
+                       on_progress: Callable[[int], None] | None = None
+                       ) -> Iterator[Conversation]:
+    """Yield the conversations of a file, one JSONL line at a time (memory stays bounded).
+
+    ``on_error``: given, a bad line is handed to it as a ``ConversationError`` naming the file
+    and line, and reading goes on with the next line; without it the first one is raised.
+    ``on_progress``: called with the number of bytes read since its last call.
+    """
     path = Path(path)
     name = str(path)
     try:
@@ -91,30 +99,61 @@ def read_conversations(path: str | Path) -> Iterator[Conversation]:
         handle.seek(0)
         if not head:
             raise ConversationError("the file is empty", source=name)
-        if head[:1] == b"[" or not _first_line_is_json(handle):
+        if head[:1] == b"[" or not _looks_like_jsonl(handle):
             handle.seek(0)
-            doc = _load_json(handle.read(), source=name, line=None)
-            yield _from_document(doc, source=name, line=None, default_id=path.stem)
+            data = handle.read()  # one JSON document: one conversation, read whole
+            if on_progress is not None:
+                on_progress(len(data))
+            try:
+                doc = _load_json(data, source=name, line=None)
+                conversation = _from_document(doc, source=name, line=None, default_id=path.stem)
+            except ConversationError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+                return
+            yield conversation
             return
         handle.seek(0)
-        yield from _read_jsonl(handle, name, path.stem)
+        yield from _read_jsonl(handle, name, path.stem, on_error, on_progress)
 
 
-def _first_line_is_json(handle: Any) -> bool:
-    line = handle.readline()
-    try:
-        json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return True
+def _looks_like_jsonl(handle: Any) -> bool:
+    """JSONL when one of the first two non-blank lines is a JSON object on its own: a truncated
+    or corrupt first line must not turn a JSONL log into one broken JSON document."""
+    tried = 0
+    for line in handle:
+        if not line.strip():
+            continue
+        try:
+            if isinstance(json.loads(line), dict):
+                return True
+        except (ValueError, RecursionError):
+            pass
+        tried += 1
+        if tried == 2:
+            break
+    return False
 
 
-def _read_jsonl(lines: Iterable[bytes], source: str, stem: str) -> Iterator[Conversation]:
+def _read_jsonl(lines: Iterable[bytes], source: str, stem: str,
+                on_error: Callable[[ConversationError], None] | None = None,
+                on_progress: Callable[[int], None] | None = None) -> Iterator[Conversation]:
     for number, raw in enumerate(lines, start=1):
+        if on_progress is not None:
+            on_progress(len(raw))
         if not raw.strip():
             continue
-        doc = _load_json(raw, source=source, line=number)
-        yield _from_document(doc, source=source, line=number, default_id=f"{stem}/{number}")
+        try:
+            doc = _load_json(raw, source=source, line=number)
+            conversation = _from_document(doc, source=source, line=number,
+                                          default_id=f"{stem}/{number}")
+        except ConversationError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+            continue
+        yield conversation
 
 
 def _load_json(data: bytes, *, source: str, line: int | None) -> Any:
