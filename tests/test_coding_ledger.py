@@ -187,3 +187,12 @@ def test_a_value_on_a_line_of_its_own_pays_for_the_line():
     spans = uses(entries, [])
     key = contextual_salience(spans)
     assert key(entries[0])[1] > key(entries[3])[1]
+
+
+def test_json_timestamps_navigation_links_and_constants_are_noise():
+    extractor = Extractor(load_packs())
+    result = ('{"id": "ch_3PqR7sLkdIwHu7ix", "created": 1743671662, "paid": null, '
+              '"links": {"self": "/v1/charges/ch_3PqR7sLkdIwHu7ix"}, "amount": 124900}')
+    found = values(extractor, result)
+    assert "ch_3PqR7sLkdIwHu7ix" in found and "124900" in found
+    assert not {"1743671662", "null", "/v1/charges/ch_3PqR7sLkdIwHu7ix"} & set(found)
