@@ -415,7 +415,8 @@ class CompiledNoise:
         """Raises TimeoutError (the caller keeps every literal: noise fails closed)."""
         if self.keywords and not any(k in lowered for k in self.keywords):
             return []
-        return [m.span() for m in self.pattern.finditer(text, timeout=timeout) if m.end() > m.start()]
+        return [m.span() for m in self.pattern.finditer(text, timeout=timeout)
+                if m.end() > m.start()]
 
 
 def covered(spans: list[tuple[int, int]]):

@@ -146,6 +146,7 @@ class Extractor:
         self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
         self._by_role: dict[str, _RoleRules] = {
             role: _RoleRules([r for r in self.rules if role in r.rule.roles]) for role in ROLES}
+        self._secrets_by_role: dict[str, _RoleRules] = {}  # built on first use: see _rules
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, list[Literal]] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -153,13 +154,26 @@ class Extractor:
     def _budget(self, text: str) -> float:
         return self.timeout + self.timeout_per_mb * len(text) / 1_000_000
 
+    def _rules(self, role: str, secrets_only: bool = False) -> _RoleRules:
+        """The rules of a role, or only its sensitive ones (all that an object key is scanned
+        with; their prefilter is built the first time a key is scanned)."""
+        if not secrets_only:
+            return self._by_role[role]
+        rules = self._secrets_by_role.get(role)
+        if rules is None:  # two threads may both build it: the same rules either way
+            rules = self._secrets_by_role[role] = _RoleRules(
+                [r for r in self._by_role[role].all if r.rule.sensitive])
+        return rules
+
     def scan_text(self, text: str, role: str, *, turn: int = 0, field: str = "text",
-                  tool: str | None = None, out: TurnScan | None = None) -> TurnScan:
-        """Run every applicable text rule (regex, terms, entity) over one piece of text."""
+                  tool: str | None = None, out: TurnScan | None = None,
+                  secrets_only: bool = False) -> TurnScan:
+        """Run every applicable text rule (regex, terms, entity) over one piece of text;
+        ``secrets_only``: only the sensitive ones."""
         out = out if out is not None else TurnScan()
         if not text:
             return out
-        rules = self._by_role[role]
+        rules = self._rules(role, secrets_only)
         budget = self._budget(text)
         data = ascii_bytes(text)
         regex_rules = rules.regex
@@ -169,7 +183,7 @@ class Extractor:
         for rule in rules.other:
             self._run(rule, text, budget, None, turn, role, field, tool, out)
         if has_homoglyphs(text):
-            self._scan_lookalikes(text, role, budget, turn, field, tool, out)
+            self._scan_lookalikes(text, rules, role, budget, turn, field, tool, out)
         if self.noise and len(out.literals) > found:
             self._drop_noise(text, budget, out, found)
         return out
@@ -194,13 +208,13 @@ class Extractor:
         out.literals[start:] = [lit for lit in out.literals[start:]
                                 if lit.sensitive or not inside(lit.start, lit.end)]
 
-    def _scan_lookalikes(self, text: str, role: str, budget: float, turn: int, field: str,
-                         tool: str | None, out: TurnScan) -> None:
+    def _scan_lookalikes(self, text: str, rules: _RoleRules, role: str, budget: float,
+                         turn: int, field: str, tool: str | None, out: TurnScan) -> None:
         """Rules matched on ``text`` with look-alike letters folded to Latin (same offsets):
         a match that mixes them with Latin letters or digits (``АBC123X``) is pinned with the
         source's bytes and flagged ``mixed_script``, as its Latin twin would be pinned."""
         folded = fold(text)
-        rules, found = self._by_role[role], TurnScan()
+        found = TurnScan()
         data = ascii_bytes(folded)
         for i in rules.prefilter.candidates(folded, data):
             self._run(rules.regex[i], folded, budget, data, turn, role, field, tool, found)
@@ -247,11 +261,10 @@ class Extractor:
                 _accept_leaf(rules_for_key(key), text, budget, turn, role, path, tool, out)
             # numbers too: a card number given as a JSON integer is still a card number
             self.scan_text(text, role, turn=turn, field=path, tool=tool, out=out)
-        for path, key in json_keys(node, root):  # a secret used as an object key
-            found = len(out.literals)
-            self.scan_text(key, role, turn=turn, field=path, tool=tool, out=out)
-            # only secrets: other names a key matches are the schema's, not the data's
-            out.literals[found:] = [lit for lit in out.literals[found:] if lit.sensitive]
+        # a secret used as an object key; other names a key holds are the schema's, not data
+        for path, key in json_keys(node, root):
+            self.scan_text(key, role, turn=turn, field=path, tool=tool, out=out,
+                           secrets_only=True)
 
     def _scan_json_keys(self, node: Any, role: str, turn: int, root: str, tool: str | None,
                         out: TurnScan) -> None:
@@ -399,6 +412,7 @@ class _RoleRules:
     """The rules that apply to one role, split by how they run."""
 
     def __init__(self, rules: list[CompiledRule]) -> None:
+        self.all = rules
         self.regex = [r for r in rules if isinstance(r, CompiledRegex)]
         self.json_key = [r for r in rules if isinstance(r, CompiledJsonKey)]
         self.other = [r for r in rules if not isinstance(r, (CompiledRegex, CompiledJsonKey))]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
 from .audit import STATUSES, AuditRecord, open_audit_sink
-from .budget import Budget
+from .budget import Budget, budget_tokens as resolve_budget  # not the parameter
 from .compose import Span, choose_span, compose, turn_tokens
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner, scalar_leaves
@@ -365,15 +365,16 @@ class Firewall:
                              salience=contextual_salience(span_uses))
         return Pinned(scan.literals, scan.timeouts, evicted, oversize)
 
-    def budget_for(self, turns: Sequence[Turn] | None, budget: int | Budget | None = None) -> int:
+    def budget_for(self, turns: Sequence[Turn] | None,
+                   budget: int | str | Budget | None = None) -> int:
         """The ledger's tokens for a span of ``turns`` (None: unknown, e.g. a hook's
-        transcript): ``budget`` (default ``budget_tokens``) as given, or the ``Budget``'s
-        share of the span."""
+        transcript): ``budget`` (default ``budget_tokens``) as ``budget.budget_tokens`` reads
+        it; the span is counted only when the budget is a share of it."""
         budget = self.budget_tokens if budget is None else budget
-        if not isinstance(budget, Budget):
-            return int(budget)
+        if isinstance(budget, int):
+            return budget
         span = None if turns is None else sum(turn_tokens(t) for t in turns)
-        return budget.tokens(span)
+        return resolve_budget(budget, span)
 
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
