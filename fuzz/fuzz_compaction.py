@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import sys
 from typing import Any
 
 try:
@@ -185,21 +183,10 @@ def TestOneInput(data: bytes) -> None:  # noqa: N802
                 raise AssertionError(f"a secret reached the audit record: {secret!r}")
 
 
-def _seed_corpus(args: list[str]) -> None:
-    """An empty corpus directory given on the command line gets the seeds written into it."""
-    for arg in args:
-        if not arg.startswith("-") and os.path.isdir(arg) and not os.listdir(arg):
-            for n, seed in enumerate(SEED_INPUTS):
-                with open(os.path.join(arg, f"seed-{n}"), "wb") as handle:
-                    handle.write(seed)
-
-
 def main() -> None:
-    if atheris is None:
-        sys.exit("atheris is not installed: pip install atheris")
-    _seed_corpus(sys.argv[1:])
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+    from _fuzz_main import fuzz_main  # beside this file: on sys.path when run as a script
+
+    fuzz_main(TestOneInput, SEED_INPUTS)
 
 
 if __name__ == "__main__":

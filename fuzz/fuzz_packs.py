@@ -13,8 +13,6 @@ Without atheris the module still imports, so tests can drive ``TestOneInput`` di
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 
 try:
     import atheris
@@ -94,21 +92,10 @@ def TestOneInput(data: bytes) -> None:  # noqa: N802 - the name atheris and libF
         pass  # the one documented failure
 
 
-def _seed_corpus(args: list[str]) -> None:
-    """An empty corpus directory given on the command line gets the seeds written into it."""
-    for arg in args:
-        if not arg.startswith("-") and os.path.isdir(arg) and not os.listdir(arg):
-            for n, seed in enumerate(SEED_PACKS):
-                with open(os.path.join(arg, f"seed-{n}"), "wb") as handle:
-                    handle.write(seed.encode())
-
-
 def main() -> None:
-    if atheris is None:
-        sys.exit("atheris is not installed: pip install atheris")
-    _seed_corpus(sys.argv[1:])
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+    from _fuzz_main import fuzz_main  # beside this file: on sys.path when run as a script
+
+    fuzz_main(TestOneInput, [seed.encode() for seed in SEED_PACKS])
 
 
 if __name__ == "__main__":
