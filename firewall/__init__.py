@@ -23,7 +23,8 @@ _EXPORTS = {
     "Pack": "packs", "load_packs": "packs", "Extractor": "extract", "Scanner": "extract",
     "Literal": "literals",
     # ledger, validation, the guard
-    "Ledger": "ledger", "Budget": "budget", "validate": "validate", "Verdict": "validate", "Finding": "validate",
+    "Ledger": "ledger", "Budget": "budget", "validate": "validate", "Verdict": "validate",
+    "Finding": "validate",
     "Firewall": "guard", "CompactionResult": "guard", "CallableSummarizer": "guard",
     # summarizers
     "Summarizer": "summarizers.base", "SummaryRequest": "summarizers.base",

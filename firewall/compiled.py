@@ -482,7 +482,8 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
         elif isinstance(rule, JsonKeyRule):
             keys = "|".join(fnmatch.translate(k) for k in rule.keys)
             if rule.exclude_keys:
-                keys = f"(?!(?:{'|'.join(fnmatch.translate(k) for k in rule.exclude_keys)}))(?:{keys})"
+                excluded = "|".join(fnmatch.translate(k) for k in rule.exclude_keys)
+                keys = f"(?!(?:{excluded}))(?:{keys})"
             compiled.append(CompiledJsonKey(
                 qid, owner, rule, key_pattern=regex.compile(keys),
                 value_pattern=_compile(rule.value_pattern, 0, "value_pattern", owner, rule.id,

@@ -235,7 +235,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
 
     ledger = Ledger.new(conversation.id)
     firewall.pin(ledger, turns[start:k + 1], offset=start,  # a Budget: as a compaction does
-                 budget=budget if isinstance(budget, Budget) else budget_tokens(budget, span_tokens))
+                 budget=budget if isinstance(budget, Budget)
+                 else budget_tokens(budget, span_tokens))
     block = ledger.render()
     gold = gold_set(conversation, k)
     oracle = oracle_ledger(conversation, gold).render()

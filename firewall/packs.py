@@ -264,11 +264,7 @@ def _parse_noise(raw: dict, pack: str | None, path: str) -> list[Noise]:
                             path=path, line=raw.key_lines.get("noise"))
         line_of = getattr(entry, "key_lines", {})
         noise_id = entry.get("id") if isinstance(entry.get("id"), str) else f"#{position + 1}"
-        if "pattern" in entry and entry.key_styles.get("pattern") not in ("'", "|", ">"):
-            raise PackError("write regexes single-quoted ('...') or as a block scalar (|): "
-                            "plain and double-quoted YAML change backslashes and cut at ' #'",
-                            pack=pack, rule=f"noise/{noise_id}", field="pattern", path=path,
-                            line=line_of.get("pattern"))
+        _require_quoted(entry, ("pattern",), pack, f"noise/{noise_id}", path)
         try:
             noise = Noise.model_validate(entry)
             regex.compile(noise.pattern)
@@ -289,6 +285,18 @@ def _parse_noise(raw: dict, pack: str | None, path: str) -> list[Noise]:
     return out
 
 
+def _require_quoted(raw: dict, fields: tuple[str, ...], pack: str | None, rule: str,
+                    path: str) -> None:
+    """Regex fields must be single-quoted or block scalars: PyYAML silently cuts a plain scalar
+    at ' #', and double quotes turn \\b into a backspace."""
+    for name in fields:
+        if name in raw and getattr(raw, "key_styles", {}).get(name) not in ("'", "|", ">"):
+            raise PackError("write regexes single-quoted ('...') or as a block scalar (|): "
+                            "plain and double-quoted YAML change backslashes and cut at ' #'",
+                            pack=pack, rule=rule, field=name, path=path,
+                            line=getattr(raw, "key_lines", {}).get(name))
+
+
 def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: str | None,
                 path: str, seen: dict[str, int]) -> Any:
     if not isinstance(raw_rule, dict):
@@ -296,13 +304,7 @@ def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: st
                         field=f"rules[{position}]", path=path)
     rule_id = raw_rule.get("id") if isinstance(raw_rule.get("id"), str) else f"#{position + 1}"
     line_of = getattr(raw_rule, "key_lines", {})
-    for name in REGEX_FIELDS:
-        # PyYAML silently cuts a plain scalar at ' #', and double quotes turn \b into a backspace
-        if name in raw_rule and getattr(raw_rule, "key_styles", {}).get(name) not in ("'", "|", ">"):
-            raise PackError("write regexes single-quoted ('...') or as a block scalar (|): "
-                            "plain and double-quoted YAML change backslashes and cut at ' #'",
-                            pack=pack, rule=rule_id, field=name, path=path,
-                            line=line_of.get(name))
+    _require_quoted(raw_rule, REGEX_FIELDS, pack, rule_id, path)
     merged = {**defaults, **raw_rule}
     try:
         rule = _RULE_ADAPTER.validate_python(merged)
