@@ -63,3 +63,31 @@ KEEP_LAST = 8  # messages kept verbatim at the end: the same default for compact
 def add_keep_last_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--keep-last", type=non_negative, default=KEEP_LAST, metavar="N",
                         help=f"messages kept verbatim at the end{what} (default {KEEP_LAST})")
+
+
+SUMMARIZERS = ("extractive", "anthropic", "openai")
+
+
+def add_summarizer_options(parser: argparse.ArgumentParser, what: str = "") -> None:
+    parser.add_argument("--summarizer", choices=SUMMARIZERS, default="extractive",
+                        help=f"default: the offline extractive one{what}")
+    parser.add_argument("--model", help="model for the anthropic / openai summarizers")
+    parser.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
+
+
+def summarizer_from_args(args: argparse.Namespace, **settings: Any) -> Any:
+    """The summarizer the options name; ``settings`` (``system``, ``max_tokens``) go to a vendor
+    one."""
+    if args.summarizer == "extractive":
+        from .summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if args.model:
+        settings["model"] = args.model
+    if args.summarizer == "anthropic":
+        from .summarizers.anthropic import AnthropicSummarizer
+
+        return AnthropicSummarizer(**settings)
+    from .summarizers.openai import OpenAISummarizer
+
+    return OpenAISummarizer(base_url=args.base_url, **settings)
