@@ -646,6 +646,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
     lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
     lazy("diagnose", lambda: _import("diagnostics").add_diagnose_command(sub))
+    lazy("report", lambda: _import("report").add_report_command(sub))
     return parser
 
 

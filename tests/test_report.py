@@ -1,0 +1,118 @@
+"""``firewall report``: the HTML page from a replay and from an audit log, its escaping, and the
+page in a real headless Chromium (skipped, saying how to install it, where it is absent)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from firewall.cli import main
+from firewall.errors import FirewallError
+from firewall.replaylog import ReplayConversation
+from firewall.report import from_audit, read_replay, render
+
+import headless
+
+REPLAY = Path(__file__).parent / "fixtures" / "replay" / "replay.jsonl"
+HOSTILE = "</script><img src=x onerror=alert(1)>"
+AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # split: no secret scanner flags the test file
+
+
+def test_fixture_follows_the_replay_contract():
+    lines = REPLAY.read_text().splitlines()
+    assert [ReplayConversation.model_validate_json(line).id for line in lines] == [
+        "billing-42", "retail-7 <b>bold</b>"]
+
+
+def test_untrusted_text_renders_as_text():
+    page = render(list(read_replay(REPLAY)), source=f"replay {HOSTILE}")
+    assert HOSTILE not in page and "<b>bold</b>" not in page
+    assert page.count("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;") == 2  # loss, source
+    assert "retail-7 &lt;b&gt;bold&lt;/b&gt;" in page
+    assert "<script" not in page  # the page runs no script at all
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+
+
+def test_worst_losses_first_and_counts_per_compaction():
+    page = render(list(read_replay(REPLAY)), source="r")
+    second = page[page.index("Compaction 2: 2 lost, worst first"):]
+    assert second.index("INV-2025-08-44719") < second.index("[sensitive]")  # used 4× vs 1×
+    assert "3,450 → 900" in page and "60 (2.3%)" in page  # tokens; ledger share of the span
+    assert page.count('<svg class="chart"') == 2
+
+
+def test_a_sensitive_value_a_replay_left_in_clear_is_masked(tmp_path):
+    conv = json.loads(REPLAY.read_text().splitlines()[0])
+    conv["compactions"][0]["losses"][0]["value"] = f"aws_access_key_id={AWS_ID}"
+    path = tmp_path / "replay.jsonl"
+    path.write_text(json.dumps(conv) + "\n")
+    page = render(list(read_replay(path)), source="r")
+    assert AWS_ID not in page and "[sensitive]" in page
+
+
+def test_a_bad_replay_line_is_named(tmp_path):
+    path = tmp_path / "replay.jsonl"
+    path.write_text(REPLAY.read_text().splitlines()[0] + "\n" + '{"id": "x"}\n')
+    with pytest.raises(FirewallError, match=r"replay\.jsonl:2: not a replay line"):
+        list(read_replay(path))
+
+
+def test_report_from_an_audit_log(tmp_path, capsys):
+    from firewall.audit import open_audit_log
+    from firewall.guard import Firewall
+
+    db = tmp_path / "audit.db"
+    fw = Firewall(audit=open_audit_log(db), keep_last=1)
+    messages = [{"role": "user", "content": f"Refund INV-2025-08-44719, key {AWS_ID}"},
+                {"role": "assistant", "content": "Looking at src/billing/refunds.py now."},
+                {"role": "user", "content": "thanks"}]
+    fw.compact(messages)
+    out = tmp_path / "audit.html"
+    assert main(["report", "--audit-db", str(db), "--html", str(out)]) == 0
+    page = out.read_text()
+    assert "holds no per-message series" in page
+    assert 'aria-label="tokens before and after each compaction' in page
+    assert AWS_ID not in page
+    [view] = from_audit(open_audit_log(db).export())
+    [c] = view.compactions
+    assert c.pinned >= 2 and view.live_tokens is None
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_report_needs_a_source(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--html", "x.html"])
+    assert "one of the arguments --replay --audit-db is required" in capsys.readouterr().err
+
+
+# ── in a real browser ─────────────────────────────────────────────────────────────────────
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = headless.missing()
+    if reason:
+        pytest.skip(reason)
+    with headless.chromium() as driver:
+        yield driver
+
+
+def test_page_renders_in_headless_chromium(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    out = tmp_path / "report.html"
+    assert main(["report", "--replay", str(REPLAY), "--html", str(out)]) == 0
+    _, errors = headless.load(browser, out)
+    assert errors == []
+    charts = headless.svg_sizes(browser)
+    assert len(charts) == 2 and all(w > 300 and h > 100 for w, h in charts)
+    line = browser.find_element(By.CSS_SELECTOR, "svg.chart polyline.live")
+    assert line.size["width"] > 300
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart g.marker")) == 2
+    assert all(w > 0 for w, _ in headless.svg_sizes(browser, "svg.fates"))
+    # the hostile literal is text on the page, and no element came out of it
+    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "ul.losses").text
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    assert browser.find_elements(By.TAG_NAME, "script") == []
