@@ -253,7 +253,7 @@ OFFLINE_NOTE = ("probe recovery and confabulation diff skipped: they ask a model
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    fact: str       # '[sensitive]' is never probed: secrets are not sent
+    fact: str       # never a sensitive one: secrets are not probed, and are masked when sent
     rule: str
     full: str       # the answer from the full span
     compacted: str  # the answer from the compacted context
@@ -389,10 +389,13 @@ def diagnose_file(path: str, *, contexts: dict[str, list[dict[str, Any]]] | None
         if model is not None:
             by_boundary = dict(zip(boundaries, compacted, strict=True))
             for item in diagnosis.boundaries:
-                span = turns[item.span[0]:item.span[1]]
-                facts = [(lit.value, lit.rule) for lit in firewall.scan(Conversation(list(span)))
+                span = Conversation(list(turns[item.span[0]:item.span[1]]))
+                facts = [(lit.value, lit.rule) for lit in firewall.scan(span)
                          if not lit.sensitive]
-                item.probes = probe(model, span, by_boundary[item.boundary] or [],
+                # what the model sees has its secrets replaced, as placeholder mode sends it
+                compacted_turns = Conversation(list(by_boundary[item.boundary] or []))
+                item.probes = probe(model, firewall.masked_turns(span),
+                                    firewall.masked_turns(compacted_turns),
                                     list(dict.fromkeys(facts)), probes)
         out.append(diagnosis)
     return out

@@ -220,3 +220,19 @@ def test_confabulation_diff_on_a_codex_compaction(probe_model):
     assert (wrong.fact, wrong.full, wrong.compacted) == (INVOICE, INVOICE, "INV-2025-08-44791")
     assert result.recovery is not None and result.recovery < 1
     assert all(p.verdict in ("unknown", "confabulated", "invalid") for p in result.probes)
+
+
+def test_probes_never_send_a_secret(probe_model, tmp_path):
+    from firewall.guard import Firewall
+
+    secret = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # split: no secret scanner flags the test file
+    conversation = json.loads(RECORDING.read_text())
+    conversation["messages"][1]["content"] += f" The deploy key is {secret}."
+    recording = tmp_path / "recording.jsonl"
+    recording.write_text(json.dumps(conversation) + "\n")
+    model, api = probe_model
+    [d] = diagnose_file(str(recording), contexts=diagnostics._contexts(str(CONTEXTS)),
+                        model=model, firewall=Firewall(), probes=5)
+    assert d.boundaries[0].probes.probes and api.bodies
+    assert all(secret not in json.dumps(body) for body in api.bodies)
+    assert secret not in [p.fact for p in d.boundaries[0].probes.probes]
