@@ -214,14 +214,14 @@ def live_chart(view: ConversationView) -> str:
                f'y1="{y(0):.1f}" y2="{y(0):.1f}"/>')
     if view.window:
         out.append(f'<line class="window" x1="{left}" x2="{w - right}" y1="{y(view.window):.1f}"'
-                   f' y2="{y(view.window):.1f}"/><text class="label" x="{w - right - 4}" '
-                   f'y="{y(view.window) - 5:.1f}" text-anchor="end">window '
+                   f' y2="{y(view.window):.1f}"/><text class="label" x="{left + 6}" '
+                   f'y="{y(view.window) - 5:.1f}">window '
                    f'{view.window:,}</text>')
         if view.watermark:
             mark = view.window * view.watermark
             out.append(f'<line class="watermark" x1="{left}" x2="{w - right}" y1="{y(mark):.1f}"'
-                       f' y2="{y(mark):.1f}"/><text class="label wm" x="{w - right - 4}" '
-                       f'y="{y(mark) - 5:.1f}" text-anchor="end">watermark '
+                       f' y2="{y(mark):.1f}"/><text class="label wm" x="{left + 6}" '
+                       f'y="{y(mark) - 5:.1f}">watermark '
                        f'{view.watermark:.0%}</text>')
     if series:
         # each compaction drawn as the drop it is: up to tokens_before, down to the composed context
@@ -317,8 +317,10 @@ margin:14px 0;box-shadow:0 1px 2px rgba(20,30,60,.04)}
 .kpi b{display:block;font-size:22px}.kpi span{color:var(--muted);font-size:12px}
 .kpi.bad b{color:var(--red)}.kpi.good b{color:var(--green)}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
-th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:middle}
+th,td{white-space:nowrap;padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:middle}
 th{color:var(--muted);font-weight:600;font-size:12px;background:#fafbfd}
+.scroll{max-height:460px;overflow:auto;border:1px solid var(--line);border-radius:6px}
+.scroll th{position:sticky;top:0;z-index:1}
 td:first-child,th:first-child{text-align:left}td.l,th.l{text-align:left}
 a{color:var(--blue);text-decoration:none}a:hover{text-decoration:underline}
 .chart{width:100%;height:auto;display:block}
@@ -359,8 +361,8 @@ def _conv_stats(v: ConversationView) -> dict[str, Any]:
             "lost": sum(c.lost for c in v.compactions),
             "rereads": sum(rereads) if rereads else None,
             "share": _median(shares),
-            "peak": max(v.live_tokens) if v.live_tokens else
-            max((c.tokens_before for c in v.compactions), default=None)}
+            "peak": max([*(v.live_tokens or ()), *(c.tokens_before for c in v.compactions)],
+                        default=None)}
 
 
 def _summary_table(views: Sequence[ConversationView], anchors: dict[int, str]) -> str:
@@ -377,10 +379,11 @@ def _summary_table(views: Sequence[ConversationView], anchors: dict[int, str]) -
             f'<td{klass}>{_pct(recall)}</td><td>{s["lost"]}</td>'
             f'<td>{"–" if s["rereads"] is None else s["rereads"]}</td>'
             f'<td>{_pct(s["share"])}</td><td class="l">{sparkline(v)}</td></tr>')
-    return ('<table><thead><tr><th>conversation</th><th>messages</th><th>compactions</th>'
+    return ('<div class="scroll"><table><thead><tr><th>conversation</th><th>messages</th>'
+            '<th>compactions</th>'
             '<th>peak live tokens</th><th>lowest recall</th><th>literals lost</th>'
             '<th>re-reads</th><th>ledger / span</th><th class="l">live tokens</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
 def _compaction_rows(v: ConversationView) -> str:
