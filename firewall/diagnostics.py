@@ -439,14 +439,21 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     note = None if model is not None else OFFLINE_NOTE
     if note and not args.json:
         sys.stderr.write(f"firewall: {note}\n")
+    seen: set[str] = set()
     for path in args.files:
         for d in diagnose_file(path, contexts=contexts, model=model, firewall=firewall,
                                probes=args.probes):
+            seen.add(d.id)
             if args.json:
                 sys.stdout.write(json.dumps({**d.to_json(), "probes_skipped": note},
                                             ensure_ascii=False) + "\n")
             else:
                 sys.stdout.write(format_diagnosis(d) + "\n")
+    unmatched = sorted(set(contexts) - seen)
+    if unmatched:  # a replay of other files, or ids that changed: say so, never drop silently
+        sys.stderr.write(f"firewall: {len(unmatched)} conversation(s) of {args.contexts} are in "
+                         f"none of the files: {', '.join(map(repr, unmatched[:5]))}\n")
+        return 1
     return 0
 
 
@@ -459,7 +466,8 @@ def add_diagnose_command(subparsers: Any) -> argparse.ArgumentParser:
                     "rollout, or a recording with --contexts from its replay): the tool calls "
                     "after it that re-fetch what the span held. With a model (--summarizer "
                     "anthropic|openai): probe recovery and confabulations of pinned facts.")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="Claude Code transcripts, Codex rollouts or recorded conversations")
     p.add_argument("--contexts", metavar="CONTEXTS.jsonl",
                    help="the `firewall replay --contexts` output of these recordings")
     add_summarizer_options(p, " (no model: the probes are skipped)")

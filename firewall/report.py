@@ -308,7 +308,8 @@ CSS = """
 *{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--ink);
 font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
 main{max-width:1120px;margin:0 auto;padding:24px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:0 0 8px}h3{font-size:14px;margin:14px 0 6px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:0 0 8px}
+h3{font-size:14px;margin:14px 0 6px}
 .sub,.note{color:var(--muted)}.note{font-size:13px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;
 margin:14px 0;box-shadow:0 1px 2px rgba(20,30,60,.04)}
@@ -317,7 +318,8 @@ margin:14px 0;box-shadow:0 1px 2px rgba(20,30,60,.04)}
 .kpi b{display:block;font-size:22px}.kpi span{color:var(--muted);font-size:12px}
 .kpi.bad b{color:var(--red)}.kpi.good b{color:var(--green)}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
-th,td{white-space:nowrap;padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:middle}
+th,td{white-space:nowrap;padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;
+vertical-align:middle}
 th{color:var(--muted);font-weight:600;font-size:12px;background:#fafbfd}
 .scroll{max-height:460px;overflow:auto;border:1px solid var(--line);border-radius:6px}
 .scroll th{position:sticky;top:0;z-index:1}
@@ -325,7 +327,8 @@ td:first-child,th:first-child{text-align:left}td.l,th.l{text-align:left}
 a{color:var(--blue);text-decoration:none}a:hover{text-decoration:underline}
 .chart{width:100%;height:auto;display:block}
 .chart .grid{stroke:var(--line)}.chart .base{stroke:#9aa3b5}
-.chart .tick,.chart .axis{fill:var(--muted);font-size:11px}.chart .label{font-size:11px;fill:#6b7385}
+.chart .tick,.chart .axis{fill:var(--muted);font-size:11px}
+.chart .label{font-size:11px;fill:#6b7385}
 .chart .label.wm{fill:#b07a0c}.chart .window{stroke:#9aa3b5;stroke-dasharray:2 3}
 .chart .watermark{stroke:var(--amber);stroke-dasharray:6 4;stroke-width:1.5}
 .chart .live{fill:none;stroke:var(--blue);stroke-width:2;stroke-linejoin:round}
@@ -334,14 +337,16 @@ a{color:var(--blue);text-decoration:none}a:hover{text-decoration:underline}
 .chart .marker.failed circle{fill:#7a1f1f}
 .chart .before{fill:#b9c6e4}.chart .after{fill:var(--blue)}
 .fates{display:block;border-radius:3px;overflow:hidden;background:#eef0f5}
-.summary{fill:var(--green)}.ledger{fill:var(--light)}.evicted{fill:var(--amber)}.lost{fill:var(--red)}
+.summary{fill:var(--green)}.ledger{fill:var(--light)}.evicted{fill:var(--amber)}
+.lost{fill:var(--red)}
 .spark polyline{fill:none;stroke:var(--blue);stroke-width:1.3}
 .legend{display:flex;gap:14px;flex-wrap:wrap;color:var(--muted);font-size:12px;margin:6px 0}
 .legend i{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:5px;
 vertical-align:-1px}.legend .s{background:var(--green)}.legend .l{background:var(--light)}
 .legend .e{background:var(--amber)}.legend .x{background:var(--red)}
 .legend .w{background:var(--amber);height:3px;vertical-align:3px}
-.legend .c{background:var(--red);border-radius:50%}.legend .t{background:var(--blue);height:3px;vertical-align:3px}
+.legend .c{background:var(--red);border-radius:50%}
+.legend .t{background:var(--blue);height:3px;vertical-align:3px}
 ul.losses{margin:4px 0 0;padding-left:18px}ul.losses li{margin:2px 0}
 code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f0f2f7;
 padding:1px 5px;border-radius:4px;word-break:break-all}

@@ -6,6 +6,7 @@ downloaded at run time. Flags keep it off the network: a report page must need n
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -34,11 +35,7 @@ def missing() -> str | None:
     browser, driver = _binaries()
     if browser is None or driver is None:
         return INSTALL
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return INSTALL
-    return None
+    return INSTALL if importlib.util.find_spec("selenium") is None else None
 
 
 @contextlib.contextmanager

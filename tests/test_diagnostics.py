@@ -116,6 +116,12 @@ def test_diagnose_with_replay_contexts_cli(capsys):
     assert result["probes_skipped"] == diagnostics.OFFLINE_NOTE
 
 
+def test_contexts_of_conversations_not_given_are_reported(capsys):
+    assert main(["diagnose", str(CLAUDE), "--contexts", str(CONTEXTS)]) == 1
+    err = capsys.readouterr().err
+    assert "1 conversation(s) of" in err and "are in none of the files: 'conv-1'" in err
+
+
 def test_diagnose_offline_says_probes_are_skipped(capsys):
     assert main(["diagnose", str(CLAUDE), str(RECORDING)]) == 0
     out, err = capsys.readouterr()
