@@ -24,6 +24,7 @@ Boundaries come from Claude Code transcripts (``compact_boundary`` entries), Cod
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import posixpath
 import re
@@ -423,6 +424,23 @@ def format_diagnosis(d: Diagnosis) -> str:
     return "\n".join(lines)
 
 
+def _firewall(args: argparse.Namespace) -> Any:
+    from .guard import Firewall
+    from .options import pack_names
+
+    return Firewall(pack_names(args.rules, args.only))
+
+
+def _mask_targets(d: Diagnosis, firewall: Any) -> None:
+    """Re-read targets are tool arguments, which can hold a secret (a token in a curl command):
+    shown with it replaced by a placeholder, as placeholder mode sends text."""
+    rereads = [r for b in d.boundaries for r in b.rereads]
+    masked = firewall.masked_turns(Conversation([Turn("user", r.target) for r in rereads]))
+    targets = iter(t.text for t in masked)
+    for b in d.boundaries:
+        b.rereads = [dataclasses.replace(r, target=next(targets)) for r in b.rereads]
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     contexts = _contexts(args.contexts) if args.contexts else {}
     from .options import summarizer_from_args
@@ -430,12 +448,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     # the configured vendor summarizer, told to answer rather than summarize
     model = None if args.summarizer == "extractive" else summarizer_from_args(
         args, system=PROBE_SYSTEM, max_tokens=256)
-    firewall = None
-    if model is not None:
-        from .guard import Firewall
-        from .options import pack_names
-
-        firewall = Firewall(pack_names(args.rules, args.only))
+    firewall = _firewall(args) if model is not None else None
     note = None if model is not None else OFFLINE_NOTE
     if note and not args.json:
         sys.stderr.write(f"firewall: {note}\n")
@@ -444,6 +457,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         for d in diagnose_file(path, contexts=contexts, model=model, firewall=firewall,
                                probes=args.probes):
             seen.add(d.id)
+            if any(b.rereads for b in d.boundaries):
+                firewall = firewall or _firewall(args)
+                _mask_targets(d, firewall)
             if args.json:
                 sys.stdout.write(json.dumps({**d.to_json(), "probes_skipped": note},
                                             ensure_ascii=False) + "\n")

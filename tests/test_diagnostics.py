@@ -242,3 +242,17 @@ def test_probes_never_send_a_secret(probe_model, tmp_path):
     assert d.boundaries[0].probes.probes and api.bodies
     assert all(secret not in json.dumps(body) for body in api.bodies)
     assert secret not in [p.fact for p in d.boundaries[0].probes.probes]
+
+
+def test_a_secret_in_a_reread_call_is_masked_in_the_output(tmp_path, capsys):
+    token = "ghp_" + "FAKEu8jzPde0IgxLd6GncfBAepfJBd0Kh8oO"  # split: not a real token
+    fetch = {"command": f"curl -H 'Authorization: token {token}' https://api.example/x"}
+    messages = [{"role": "user", "content": "go"}, *call(1, "bash", fetch),
+                *call(2, "bash", fetch)]
+    recording = tmp_path / "r.jsonl"
+    recording.write_text(json.dumps({"id": "c", "messages": messages}) + "\n")
+    contexts = tmp_path / "ctx.jsonl"
+    contexts.write_text(json.dumps({"id": "c", "k": 2, "context": []}) + "\n")
+    assert main(["diagnose", str(recording), "--contexts", str(contexts)]) == 0
+    out = capsys.readouterr().out
+    assert "1 re-read(s)" in out and token not in out and "[[SECRET_" in out
