@@ -33,7 +33,7 @@ def _binaries() -> tuple[str | None, str | None]:
 def missing() -> str | None:
     """Why the browser cannot run here (then the caller skips), or None."""
     browser, driver = _binaries()
-    if browser is None or driver is None:
+    if not (browser and Path(browser).exists() and driver and Path(driver).exists()):
         return INSTALL
     return INSTALL if importlib.util.find_spec("selenium") is None else None
 
