@@ -267,7 +267,8 @@ def before_after_chart(view: ConversationView) -> str:
                        f'y="{y0 + j * bar + bar - 4}">{value:,}</text>')
         out.append(f'<text class="tick" x="{left - 8}" y="{y0 + bar + 3}" text-anchor="end">'
                    f'compaction {c.number}</text>')
-    out.append("</svg>")
+    out.append('</svg><div class="legend"><span><i class="b"></i>live tokens when it fired'
+               '</span><span><i class="a"></i>after: the composed context</span></div>')
     return "".join(out)
 
 
@@ -278,7 +279,8 @@ def fate_bar(c: CompactionView) -> str:
              ("evicted", c.evicted, "evicted by the ledger budget"),
              ("lost", c.lost, "lost: not in the composed context")]
     total = sum(max(v, 0) for _, v, _ in parts) or 1
-    out, x = ['<svg class="fates" viewBox="0 0 200 14" width="200" height="14">'], 0.0
+    out, x = ['<svg class="fates" viewBox="0 0 200 14" width="150" height="14" '
+              'preserveAspectRatio="none">'], 0.0
     for kind, value, what in parts:
         if value > 0:
             width = 200 * value / total
@@ -320,7 +322,8 @@ margin:14px 0;box-shadow:0 1px 2px rgba(20,30,60,.04)}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{white-space:nowrap;padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;
 vertical-align:middle}
-th{color:var(--muted);font-weight:600;font-size:12px;background:#fafbfd}
+th{color:var(--muted);font-weight:600;font-size:12px;background:#fafbfd;white-space:normal}
+.wide{overflow-x:auto}.legend .b{background:#b9c6e4}.legend .a{background:var(--blue)}
 .scroll{max-height:460px;overflow:auto;border:1px solid var(--line);border-radius:6px}
 .scroll th{position:sticky;top:0;z-index:1}
 td:first-child,th:first-child{text-align:left}td.l,th.l{text-align:left}
@@ -395,7 +398,8 @@ def _compaction_rows(v: ConversationView) -> str:
     rows = []
     for c in v.compactions:
         share = f" ({_pct(c.ledger_tokens / c.span_tokens)})" if c.span_tokens else ""
-        state = "" if c.compacted else ' <span class="bad">kept (failed closed)</span>'
+        state = "" if c.compacted else (' <span class="bad" title="the firewall failed closed '
+                                         'and kept the span">not compacted</span>')
         rows.append(
             f'<tr><td>{c.number}{state}</td>'
             f'<td>{"–" if c.at_message is None else c.at_message}</td>'
@@ -406,10 +410,11 @@ def _compaction_rows(v: ConversationView) -> str:
             f'<td>{_pct(c.recall_context)}</td>'
             f'<td>{"–" if c.rereads is None else c.rereads}</td>'
             f'<td class="l">{fate_bar(c)}</td></tr>')
-    return ('<table><thead><tr><th>#</th><th>at message</th><th class="l">trigger</th>'
-            '<th>live tokens</th><th>ledger tokens</th><th>pinned</th><th>in summary</th>'
-            '<th>evicted</th><th>lost</th><th>recall</th><th>re-reads</th>'
-            f'<th class="l">literals</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    return ('<div class="wide"><table><thead><tr><th>#</th><th>at message</th>'
+            '<th class="l">trigger</th><th>live tokens</th><th>ledger tokens</th><th>pinned</th>'
+            '<th>in summary</th><th>evicted</th><th>lost</th><th>recall</th><th>re-reads</th>'
+            f'<th class="l">literals</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            '</div>')
 
 
 def _losses(v: ConversationView) -> str:
