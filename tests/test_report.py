@@ -116,3 +116,18 @@ def test_page_renders_in_headless_chromium(browser, tmp_path):
     assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "ul.losses").text
     assert browser.find_elements(By.TAG_NAME, "img") == []
     assert browser.find_elements(By.TAG_NAME, "script") == []
+
+
+def test_a_long_series_is_drawn_from_its_peaks_and_keeps_each_drop():
+    from firewall.report import MAX_POINTS, CompactionView, ConversationView, live_chart
+
+    series = [1000 + (i % 2500) * 10 for i in range(10_000)]  # peaks just before each drop
+    drops = [CompactionView(n, i, "reactive", 30_000, series[i], 20_000, 300, True, 9, 4, 0, 0,
+                            5, 1.0, 1.0, 0) for n, i in enumerate((2500, 5000, 7500), 1)]
+    svg = live_chart(ConversationView("long", "r", 10_000, 32_000, 0.8, series, drops))
+    points = re.search(r'class="live" points="([^"]+)"', svg).group(1).split()
+    assert len(points) <= MAX_POINTS + 2 * len(drops)
+    ys = [float(p.split(",")[1]) for p in points]
+    top = min(ys)  # SVG y grows downwards: the highest value drawn
+    assert sum(y == top for y in ys) == 3  # the three tokens_before (30,000), each drawn
+    assert svg.count('<g class="marker">') == 3
