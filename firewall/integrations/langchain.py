@@ -62,11 +62,17 @@ class FirewallState(AgentState):
 class ChatModelSummarizer:
     """A LangChain chat model as a firewall ``Summarizer`` (the firewall's own prompt)."""
 
-    vendor_path = "langchain"
-
     def __init__(self, model: Any, *, system: str = SYSTEM_PROMPT) -> None:
         self.model = init_chat_model(model) if isinstance(model, str) else model
         self.system = system
+
+    @property
+    def vendor_path(self) -> str:
+        """``langchain:`` and the chat model's class and model name."""
+        name = getattr(self.model, "model_name", None) or getattr(self.model, "model", None)
+        kind = type(self.model).__name__
+        return f"langchain:{kind}:{name}" if isinstance(name, str) and name else \
+            f"langchain:{kind}"
 
     def _prompt(self, request: SummaryRequest) -> list[Any]:
         return [SystemMessage(content=self.system), HumanMessage(content=build_user_prompt(request))]
