@@ -1,8 +1,10 @@
-"""Anthropic server-side compaction (``compact_20260112``) with the literal firewall around it.
+"""Anthropic server-side compaction (``compact_20260112``) with the literal firewall around it,
+then the same conversation compacted on demand (``compaction={"type": "summarize"}``).
 
 Offline (default): a mock transport plays the API. Its first compaction turns the invoice
 INV-2025-08-44719 into INV-2025-08-44791; the guard catches the mutation, re-asks with feedback,
-accepts the corrected block, re-injects the ledger right after it and resumes.
+accepts the corrected block, re-injects the ledger right after it and resumes. On demand, the
+reply is the block alone: checked, re-asked once, then swapped in with the ledger after it.
 
     python examples/anthropic_server_compaction.py
 
@@ -34,8 +36,9 @@ MESSAGES = [
 ]
 
 
-def fake_api() -> httpx2.MockTransport:
-    """Replies in order: a mutated compaction, a correct one (both paused), then the answer."""
+def fake_api(answer: bool = True) -> httpx2.MockTransport:
+    """Replies in order: a mutated compaction, a correct one (both paused), then the answer
+    (``answer=False``: on demand, nothing is sampled after the block)."""
     replies = [
         [{"type": "compaction", "signature": "sig-1", "content":
           "<summary>Duplicate charge on INV-2025-08-44791 replayed by a retry.</summary>"}],
@@ -44,6 +47,8 @@ def fake_api() -> httpx2.MockTransport:
           f"{PATH}.</summary>"}],
         [{"type": "text", "text": f"Refund queued for {INVOICE}; the culprit is {PATH}."}],
     ]
+    if not answer:
+        replies.pop()
 
     def handle(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
@@ -69,9 +74,7 @@ def main() -> None:
                     {"role": "user", "content": filler}, *MESSAGES[3:]]
         trigger = 50_000
     else:
-        client = anthropic.Anthropic(api_key="offline", base_url="http://api.invalid",
-                                     max_retries=0,
-                                     http_client=httpx2.Client(transport=fake_api()))
+        client = offline_client(fake_api())
 
     fw = firewall.Firewall(firewall.load_packs("core", "billing"), max_retries=2)
     guard = GuardedAnthropic(client, fw)
@@ -91,6 +94,22 @@ def main() -> None:
                               if isinstance(m["content"], list) else "text")
                              for m in turn.messages])
     print("reply:", "".join(getattr(b, "text", "") for b in turn.response.content))
+
+    # on demand: compact now; the reply is the compaction block alone
+    if not live:
+        client = offline_client(fake_api(answer=False))
+    now = GuardedAnthropic(client, fw).create(
+        model=os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-5"), max_tokens=1024,
+        messages=messages, compaction={"type": "summarize"})
+    print(f"on demand: requests sent: {len(now.responses)}  compacted: {now.compacted}  "
+          f"vendor_path: {now.record.vendor_path}")
+    print("  next messages:", [(m["role"], [b.get("type") for b in m["content"]])
+                               for m in now.messages])
+
+
+def offline_client(transport: httpx2.MockTransport) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key="offline", base_url="http://api.invalid", max_retries=0,
+                               http_client=httpx2.Client(transport=transport))
 
 
 if __name__ == "__main__":

@@ -273,7 +273,8 @@ class AuditRecord(_Model):
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     packs: list[PackRef] = []
     policy: str
-    vendor_path: str = Field(description='e.g. "extractive", "anthropic-client", '
+    vendor_path: str = Field(description='e.g. "extractive", "anthropic:claude-haiku-4-5", '
+                                         '"openai-compatible:MODEL@HOST", "callable:NAME", '
                                          '"anthropic-server", "openai-opaque"')
     span: tuple[int, int] | None = Field(description="first and last turn index compacted")
     turns_compacted: int = Field(ge=0)

@@ -609,7 +609,7 @@ class Firewall:
         after = before if summary is None else (
             before - plan.span_tokens + count_tokens(summary) + count_tokens(block))
         return build_record(
-            self, plan.ledger, vendor_path=getattr(plan.summarizer, "vendor_path", "client"),
+            self, plan.ledger, vendor_path=summarizer_path(plan.summarizer),
             summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,
             compaction=plan.compaction,
             span=(_first_turn(plan), plan.number(span.end - 1)) if len(span) else None,
@@ -676,14 +676,25 @@ class Firewall:
         return summarizer
 
 
+def summarizer_path(summarizer: Any) -> str:
+    """The audit's ``vendor_path`` of a client-side summarizer: its own (vendor and model, for
+    the built-in ones), else ``custom:`` and its class name."""
+    path = getattr(summarizer, "vendor_path", None)
+    return path if isinstance(path, str) and path else f"custom:{type(summarizer).__name__}"
+
+
 class CallableSummarizer:
     """Any ``(messages) -> str`` function as a summarizer: it receives the span's raw
     messages, with the firewall's instructions appended as a final user message."""
 
-    vendor_path = "callable"
-
     def __init__(self, func: Any) -> None:
         self.func = func
+
+    @property
+    def vendor_path(self) -> str:
+        """``callable:`` and the function's name."""
+        name = getattr(self.func, "__qualname__", None) or type(self.func).__name__
+        return f"callable:{name}"
 
     def summarize(self, request: SummaryRequest) -> str:
         # copies: a function that edits its input must not change the caller's conversation

@@ -15,7 +15,13 @@ Events:
     Does the same (so a skipped PreCompact loses nothing), then validates the summary against the
     ledger: Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
     compaction leaves it empty: opaque). Writes an audit record; warns via ``systemMessage`` when
-    a required literal is missing or altered.
+    a required literal is missing or altered. Both clients fire ``PostCompact`` only after a
+    compaction succeeded, so every record says ``compacted``; a failed compaction leaves no record.
+
+The events carry only the fields the clients publish (Claude Code's hooks reference; Codex's
+generated hook input schemas, which close the object): ``session_id``, ``transcript_path``,
+``compact_summary`` (Claude Code ``PostCompact``) and ``source`` (``SessionStart``). The test
+fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 ``session-start``
     With ``source == "compact"``: prints the rendered ledger as ``additionalContext``.
 ``user-prompt-submit``
@@ -200,8 +206,8 @@ def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
     if not isinstance(summary, str):  # Codex: the summary is in the rollout, when local
         summary = chunk.summaries[-1] if chunk.summaries else None
     log = audit if audit is not None else _audit_log()
-    record = audit_record(state.ledger, summary or None, fw, agent=agent, log=log,
-                          error=event.get("error") if event.get("status") == "failed" else None)
+    # Both clients fire PostCompact only after a compaction succeeded, and send no status
+    record = audit_record(state.ledger, summary or None, fw, agent=agent, log=log)
     log.write(record)
     verdict = record.attempts[0].verdict
     lost = [v if not v.startswith("hmac:") else "(sensitive)"
@@ -237,8 +243,8 @@ def _reinject(event: dict[str, Any], hook_event: str, only_pending: bool = False
                                    "additionalContext": state.ledger.render()}}
 
 
-def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str, log: Any = None,
-                 error: str | None = None) -> Any:
+def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str,
+                 log: Any = None) -> Any:
     """The record of a compaction the agent did: ``summary=None`` when it is opaque."""
     from .records import AttemptResult, build_record
     from .validate import validate
@@ -250,8 +256,8 @@ def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str, log: 
     return build_record(
         fw, ledger, vendor_path=VENDOR_PATH.get(agent, agent), compaction=number, span=None,
         turns_compacted=0, tokens_before=0, summary=summary, verdict=verdict, evicted=(),
-        attempts=[AttemptResult(1, summary, verdict, error=error)], compacted=error is None,
-        error=error, opaque=summary is None, injected=True, audit=log)
+        attempts=[AttemptResult(1, summary, verdict)], compacted=True, error=None,
+        opaque=summary is None, injected=True, audit=log)
 
 
 def _audit_log() -> Any:

@@ -144,8 +144,10 @@ def anthropic_counter(model: str = "claude-haiku-4-5", client: Any = None) -> To
     if client is None:
         from .errors import SummarizerError
         from .extras import import_extra
+        from .summarizers.anthropic import anthropic_client_kwargs
 
-        client = import_extra("anthropic", "AnthropicSummarizer", SummarizerError).Anthropic()
+        sdk = import_extra("anthropic", "AnthropicSummarizer", SummarizerError)
+        client = sdk.Anthropic(**anthropic_client_kwargs({}))  # the key stays with Anthropic
 
     def api(text: str) -> int:
         return client.messages.count_tokens(

@@ -24,8 +24,10 @@ from firewall.ledger import Ledger
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")
 
+from firewall.guard import REQUIRED_INSTRUCTIONS  # noqa: E402
 from firewall.integrations.anthropic_server import (  # noqa: E402
-    BETA, DEFAULT_PROMPT, NO_TOOLS, AsyncGuardedAnthropic, GuardedAnthropic, IntegrationError)
+    BETA, DEFAULT_PROMPT, NO_TOOLS, ON_DEMAND_BETA, AsyncGuardedAnthropic, GuardedAnthropic,
+    IntegrationError)
 
 INVOICE = "INV-2025-08-44719"
 NEAR_MISS = "INV-2025-08-44791"
@@ -153,8 +155,10 @@ def test_request_carries_beta_edit_and_required_literals(fw: firewall.Firewall) 
     assert clear == {"type": "clear_tool_uses_20250919", "exclude_tools": ["lookup_order"]}
     assert compact["trigger"] == {"type": "input_tokens", "value": 90000}
     assert compact["pause_after_compaction"] is True
-    # the vendor default (which instructions replace), the tools sentence, then the literals
-    assert compact["instructions"].startswith(DEFAULT_PROMPT + " " + NO_TOOLS)
+    # instructions replace the model's own prompt: only what the firewall must add is sent,
+    # the tools sentence (the replaced prompt carries it with tools), then the literals
+    assert compact["instructions"].startswith(NO_TOOLS + "\n\n" + REQUIRED_INSTRUCTIONS)
+    assert DEFAULT_PROMPT not in compact["instructions"]
     listed = {line[2:] for line in compact["instructions"].splitlines() if line.startswith("- ")}
     assert listed == USER_LITERALS  # required="user": the user-typed ones
     # extracted from text, tool_use.input and tool_result.content alike
@@ -173,6 +177,21 @@ def test_caller_instructions_and_pause_setting_are_respected(fw: firewall.Firewa
     assert compact["pause_after_compaction"] is False
     assert compact["instructions"].startswith("Summarize tersely.\n\n")
     assert DEFAULT_PROMPT not in compact["instructions"]
+
+
+def test_nothing_required_leaves_the_models_own_prompt(fw: firewall.Firewall) -> None:
+    api = FakeAPI((200, message(text("ok"))))
+    create(guard(fw, api), [{"role": "user", "content": "Hello, how are refunds handled?"}])
+    assert "instructions" not in edit(api.bodies[0])
+
+
+def test_prompt_option_sends_a_full_prompt_before_the_list(fw: firewall.Firewall) -> None:
+    api = FakeAPI((200, message(text("ok"))))
+    create(guard(fw, api, prompt=DEFAULT_PROMPT))
+    instructions = edit(api.bodies[0])["instructions"]
+    assert instructions.startswith(DEFAULT_PROMPT + "\n\n" + REQUIRED_INSTRUCTIONS)
+    assert {line[2:] for line in instructions.splitlines() if line.startswith("- ")} == \
+        USER_LITERALS
 
 
 def test_paused_compaction_is_checked_then_resumed_with_ledger_after_block(
@@ -397,3 +416,79 @@ def test_missing_sdk_names_the_extra(fw: firewall.Firewall,
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(FirewallError, match=r"pip install 'literal-firewall\[anthropic\]'"):
         GuardedAnthropic(object(), fw).create(model="m", max_tokens=1, messages=[])
+
+
+# -- on-demand compaction (top-level ``compaction``, beta compact-2026-09-04) ---------------
+
+def compact_now(g: Any, messages: list[Any] = MESSAGES, **kwargs: Any) -> Any:
+    kwargs.setdefault("compaction", {"type": "summarize"})
+    return g.create(model="claude-test", max_tokens=1024, messages=messages, **kwargs)
+
+
+def test_on_demand_compaction_is_validated_reasked_and_swapped(fw: firewall.Firewall) -> None:
+    bad = compaction(f"Refund {NEAR_MISS}; bug in {PATH}.", signature="sig-bad")
+    good = compaction(f"Refund {INVOICE}; bug in {PATH}.", signature="sig-good")
+    api = FakeAPI(paused(bad), paused(good))
+    g = guard(fw, api)
+    turn = compact_now(g, betas=["context-1m-2025-08-07"])
+
+    assert len(api.requests) == 2  # the bad block, the re-ask; nothing to resume
+    assert api.requests[0].headers["anthropic-beta"].split(",") == [
+        "context-1m-2025-08-07", ON_DEMAND_BETA]
+    first, second = api.bodies
+    assert "context_management" not in first and first["messages"] == MESSAGES
+    assert first["compaction"]["type"] == "summarize"
+    listed = {line[2:] for line in first["compaction"]["instructions"].splitlines()
+              if line.startswith("- ")}
+    assert listed == USER_LITERALS
+    assert second["messages"] == MESSAGES
+    assert f"you wrote {NEAR_MISS!r} where the exact literal is {INVOICE!r}" in \
+        second["compaction"]["instructions"]
+    # the block replaces the messages it summarizes; the ledger follows it
+    assert turn.messages[0] == {"role": "assistant", "content": [good]}
+    assert ledger_values(g, turn.messages[1]) == ALL_LITERALS and len(turn.messages) == 2
+    assert turn.compacted and turn.verdict.ok
+    [record] = fw.audit.records
+    assert record.vendor_path == "anthropic-server-on-demand" and record.outcome == "compacted"
+    assert [a.verdict.mutated for a in record.attempts] == [1, 0]
+    assert {lit.value: lit.status for lit in record.literals}[INVOICE] == "in_summary"
+
+
+def test_on_demand_keeps_the_callers_instructions_first(fw: firewall.Firewall) -> None:
+    api = FakeAPI(paused(compaction(f"Refund {INVOICE}; bug in {PATH}.")))
+    compact_now(guard(fw, api), compaction={"type": "summarize",
+                                            "instructions": "Summarize tersely."})
+    instructions = api.bodies[0]["compaction"]["instructions"]
+    assert instructions.startswith("Summarize tersely.\n\n" + REQUIRED_INSTRUCTIONS)
+
+
+def test_failed_on_demand_compaction_leaves_the_conversation(fw: firewall.Firewall) -> None:
+    fw.max_retries = 1
+    failed = compaction(None, signature=None)
+    api = FakeAPI(paused(failed))
+    turn = compact_now(guard(fw, api))
+    assert len(api.requests) == 2  # re-asked once
+    assert turn.messages == MESSAGES and not turn.compacted
+    [record] = fw.audit.records
+    assert record.outcome == "uncompacted" and "null" in record.error
+    assert {lit.status for lit in record.literals} == {"kept_verbatim"}
+
+
+def test_on_demand_policy_raise_refuses(fw: firewall.Firewall) -> None:
+    fw.policy, fw.max_retries = "raise", 0
+    api = FakeAPI(paused(compaction("Refund pending.")))
+    with pytest.raises(CompactionRefused, match=INVOICE):
+        compact_now(guard(fw, api))
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    ({"compaction": {"type": "summarize"},
+      "context_management": {"edits": [{"type": "compact_20260112"}]}}, "cannot be combined"),
+    ({"compaction": {"type": "compact"}}, "must be"),
+])
+def test_on_demand_bad_config_is_refused_before_sending(fw: firewall.Firewall, kwargs: dict,
+                                                        error: str) -> None:
+    api = FakeAPI(paused(compaction("x")))
+    with pytest.raises(IntegrationError, match=error):
+        guard(fw, api).create(model="claude-test", max_tokens=1024, messages=MESSAGES, **kwargs)
+    assert api.requests == []

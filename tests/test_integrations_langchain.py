@@ -14,13 +14,21 @@ from langchain.agents import create_agent  # noqa: E402
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import (AIMessage, HumanMessage, SystemMessage,  # noqa: E402
                                      ToolMessage)
+from langchain.agents.middleware._retry import default_retry_on  # noqa: E402
+from langchain.agents.middleware.internal_call_transformer import (  # noqa: E402
+    internal_call_metadata)
+from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
+from langchain_core.exceptions import ContextOverflowError  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.constants import TAG_NOSTREAM  # noqa: E402
 
 import firewall  # noqa: E402
 from firewall.audit import MemoryAuditLog  # noqa: E402
 from firewall.errors import ConversationError  # noqa: E402
 from firewall.formats import langchain as lc_format  # noqa: E402
-from firewall.integrations.langchain import (FirewallSummarizationMiddleware,  # noqa: E402
+from firewall.integrations.langchain import (OMITTED,  # noqa: E402
+                                             ChatModelSummarizer,
+                                             FirewallSummarizationMiddleware,
                                              firewall_summarization)
 
 INVOICE, ORDER, EMAIL, PATH = ("INV-2025-08-44719", "#W2378156", "dana.k@example.com",
@@ -178,13 +186,21 @@ def test_summary_that_never_complies_still_keeps_every_literal(fw):
     assert {lit.status for lit in record.literals} == {"reinjected"}
 
 
+# LangChain's own retry policy, without the waits between attempts (tests stay fast)
+NO_WAIT = {"retry_if_exception_type": default_retry_on, "wait_exponential_jitter": False}
+
+
 def test_failing_summarizer_leaves_the_conversation_as_it_was(fw):
+    calls = []
+
     class Broken(GenericFakeChatModel):
         def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
             raise RuntimeError("provider down")
 
     mw = firewall_summarization(fake("unused"), firewall=fw, trigger=("messages", 6),
-                                keep=("messages", 2), summary_model=Broken(messages=iter([])))
+                                keep=("messages", 2), summary_model=Broken(messages=iter([])),
+                                summary_retry=NO_WAIT)
     msgs = history()
     out = agent_for(mw, fake("ok")).invoke({"messages": msgs},
                                            {"configurable": {"thread_id": "th-3"}})
@@ -192,6 +208,49 @@ def test_failing_summarizer_leaves_the_conversation_as_it_was(fw):
     assert not ledger_messages(out["messages"])
     [record] = fw.audit.export()
     assert record.outcome == "uncompacted" and "provider down" in record.error
+    assert len(calls) == 3  # a transient error gets LangChain's 3 attempts, as stock
+
+
+def test_summary_calls_are_marked_as_langchains_internal_calls(fw):
+    seen = []
+
+    class Spy(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            seen.append((kwargs.get("tags") or [], kwargs.get("metadata") or {}))
+
+    model = fake(f"Refund invoice {INVOICE} ({PATH}); order {ORDER}.")
+    model.callbacks = [Spy()]
+    # used on its own (Firewall.compact), outside the config an agent run would pass down
+    result = fw.compact(history(), summarizer=ChatModelSummarizer(model), keep_last=2)
+    assert result.compacted
+    [(tags, metadata)] = seen
+    assert TAG_NOSTREAM in tags and metadata["lc_source"] == "summarization"
+    assert internal_call_metadata().items() <= metadata.items()  # out of run.messages
+
+
+def test_context_overflow_is_asked_again_with_the_middle_cut(fw):
+    class Overflowing(RecordingModel):
+        def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+            if not self.prompts:
+                self.prompts.append(list(messages))
+                raise ContextOverflowError("prompt is too long")
+            return super()._generate(messages, *args, **kwargs)
+
+    summarizer = Overflowing(messages=iter([AIMessage(f"Refund {INVOICE} ({PATH}).")]),
+                             prompts=[])
+    mw = firewall_summarization(fake("unused"), firewall=fw, trigger=("messages", 6),
+                                keep=("messages", 2), summary_model=summarizer,
+                                summary_retry=NO_WAIT)
+    out = agent_for(mw, fake("ok")).invoke({"messages": history()},
+                                           {"configurable": {"thread_id": "th-over"}})
+    first, second = (p[-1].content for p in summarizer.prompts)
+    assert OMITTED.strip() in second and OMITTED.strip() not in first
+    assert len(second) < len(first)
+    instructions = first[first.index("<instructions>"):]
+    assert instructions in second  # the required literals are never cut
+    assert INVOICE in out["messages"][0].content
+    [record] = fw.audit.export()
+    assert record.outcome == "compacted"
 
 
 def test_second_compaction_keeps_the_cumulative_ledger_once(fw):

@@ -126,11 +126,11 @@ class FakeAPI:
         return [json.loads(r.content) for r in self.requests]
 
 
-def guard(fw: firewall.Firewall, api: FakeAPI) -> GuardedResponses:
+def guard(fw: firewall.Firewall, api: FakeAPI, **kwargs: Any) -> GuardedResponses:
     openai, httpx2 = sdk()
     client = openai.OpenAI(api_key="test", base_url="http://api.test/v1", max_retries=0,
                            http_client=httpx2.Client(transport=httpx2.MockTransport(api)))
-    return GuardedResponses(client, fw)
+    return GuardedResponses(client, fw, **kwargs)
 
 
 def ledger_of(g: Any, item: dict) -> set[str]:
@@ -196,6 +196,59 @@ def test_ledger_is_inserted_once_after_a_foreign_compaction_item(
     # a history that already carries our ledger after the item is sent as it is
     turn = g.create(model="gpt-test", input=sent)
     assert api.bodies[1]["input"] == sent and turn.input[:4] == sent
+
+
+def test_chained_conversation_scans_output_keeps_record_never_prunes(
+        fw: firewall.Firewall) -> None:
+    first = {**response(answer(f"It was paid by {TOOL_INVOICE}.")), "id": "resp_1"}
+    second = {**response(COMPACTION, answer("Refund issued.")), "id": "resp_2"}
+    third = {**response(answer("ok")), "id": "resp_3"}
+    api = FakeAPI((200, first), (200, second), (200, third))
+    g = guard(fw, api)
+    opening = {"role": "user", "content": f"I was charged twice for {INVOICE}"}
+    turn1 = g.create(model="gpt-test", input=[opening], store=True)
+    # chained: only the new message goes out; the answer of turn 1 never comes back as input
+    follow = {"role": "user", "content": "Refund the duplicate"}
+    management = [{"type": "compaction", "compact_threshold": 200000}]
+    turn2 = g.create(model="gpt-test", input=[follow], previous_response_id="resp_1",
+                     context_management=management)
+
+    assert api.bodies[1]["input"] == [follow]  # sent as given: nothing pruned or added
+    assert api.bodies[1]["previous_response_id"] == "resp_1"
+    # what the client saw, output included, is pinned: the server's history holds it
+    assert {INVOICE, TOOL_INVOICE} <= set(g.ledger.values())
+    # never pruned: the next input is only the ledger, to send with the next turn
+    assert len(turn2.input) == 1 and ledger_of(g, turn2.input[0]) >= {INVOICE, TOOL_INVOICE}
+    assert g.history == [opening, turn1.input[1], follow, COMPACTION, answer("Refund issued.")]
+    record = turn2.record
+    assert record.span == (0, 2) and record.turns_compacted == 3
+    assert {lit.status for lit in record.literals} == {"opaque"}
+    provenance = {lit.value: (lit.role, lit.turn) for lit in record.literals}
+    assert provenance[TOOL_INVOICE] == ("assistant", 1)
+
+    nxt = turn2.input + [{"role": "user", "content": "thanks"}]
+    g.create(model="gpt-test", input=nxt, previous_response_id="resp_2")
+    assert api.bodies[2]["input"] == nxt
+    assert len(g.history) == 8
+
+
+def test_chaining_from_history_the_guard_never_saw_is_refused(fw: firewall.Firewall) -> None:
+    api = FakeAPI((200, response(answer("ok"))))
+    g = guard(fw, api)
+    with pytest.raises(IntegrationError, match="was not returned by this guard"):
+        g.create(model="gpt-test", input="hi", previous_response_id="resp_elsewhere")
+    with pytest.raises(IntegrationError, match="start_conversation"):
+        g.create(model="gpt-test", input="hi", conversation={"id": "conv_1"})
+    assert api.requests == []
+    # a conversation created with items: they are scanned when it is registered
+    g.start_conversation("conv_1", [{"role": "user", "content": f"about {INVOICE}"}])
+    assert INVOICE in g.ledger.values()
+    g.create(model="gpt-test", input="hi", conversation={"id": "conv_1"})
+    # the caller's statement that the server holds nothing unscanned
+    trusting = guard(fw, api, allow_unscanned_history=True)
+    trusting.create(model="gpt-test", input="hi", conversation="conv_1")
+    trusting.create(model="gpt-test", input="again", conversation="conv_1")
+    assert [b["conversation"] for b in api.bodies] == [{"id": "conv_1"}, "conv_1", "conv_1"]
 
 
 def test_rate_limit_is_a_clear_firewall_error(fw: firewall.Firewall) -> None:

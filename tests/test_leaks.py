@@ -284,6 +284,8 @@ def test_no_secret_leaves_through_the_cli(path: str, tokens: str, tmp_path: Path
     for request in capture.raw():
         assert leaked(request) == [], "a piece of a secret reached a vendor"
         assert VENDOR_KEYS["OPENAI_API_KEY"] not in request
+        # the server is not Anthropic's either (ANTHROPIC_BASE_URL): summarizer and counter
+        assert VENDOR_KEYS["ANTHROPIC_API_KEY"] not in request
 
     files = sorted(audit.parent.glob(audit.name + "*"))  # the log, its WAL and shared memory
     assert files and all(leaked(f.read_bytes().decode("utf-8", "replace")) == [] for f in files)

@@ -443,3 +443,90 @@ def test_render_transcript_keeps_everything() -> None:
         '<turn n="2" role="assistant">\n<tool_call name="grep">\n{"pattern": "a\\"b", "n": 3}\n'
         '</tool_call>\n</turn>\n'
         f'<turn n="3" role="tool" tool="grep">\n{long_result}\n</turn>')
+
+
+# -- where the key goes, and what the audit calls the summarizer ---------------------------------
+
+def test_the_anthropic_key_never_follows_a_base_url_to_another_server(
+        anthropic_sdk: Any, monkeypatch: Any) -> None:
+    import httpx2
+
+    from firewall.summarizers.anthropic import AnthropicSummarizer
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-real-key")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "real-oauth-token")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://proxy.internal:4000")
+    api = FakeAPI((200, message(text(INVOICE))))
+    summarizer = AnthropicSummarizer(max_retries=0,
+                                     http_client=httpx2.Client(transport=httpx2.MockTransport(api)))
+    assert summarizer.summarize(REQUEST).text == INVOICE
+    [request] = api.requests
+    assert str(request.url) == "http://proxy.internal:4000/v1/messages"
+    sent = " ".join(request.headers.values())
+    assert "sk-ant-real-key" not in sent and "real-oauth-token" not in sent
+    assert "not-needed" in sent
+    assert summarizer.vendor_path == "anthropic-compatible:claude-haiku-4-5@proxy.internal:4000"
+
+
+def test_the_anthropic_key_still_goes_to_anthropic(anthropic_sdk: Any, monkeypatch: Any) -> None:
+    import httpx2
+
+    from firewall.summarizers.anthropic import AnthropicSummarizer
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-real-key")
+    for official in (None, "https://api.anthropic.com"):
+        if official is None:
+            monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+        else:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", official)
+        api = FakeAPI((200, message(text(INVOICE))))
+        summarizer = AnthropicSummarizer(
+            max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(api)))
+        summarizer.summarize(REQUEST)
+        assert "sk-ant-real-key" in " ".join(api.requests[0].headers.values())
+        assert summarizer.vendor_path == "anthropic:claude-haiku-4-5"
+    # a proxy that wants a key gets the one passed, never the environment's
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://proxy.internal:4000")
+    api = FakeAPI((200, message(text(INVOICE))))
+    AnthropicSummarizer(api_key="proxy-key", max_retries=0,
+                        http_client=httpx2.Client(transport=httpx2.MockTransport(api))
+                        ).summarize(REQUEST)
+    sent = " ".join(api.requests[0].headers.values())
+    assert "proxy-key" in sent and "sk-ant-real-key" not in sent
+
+
+def test_the_audit_names_vendor_model_and_host(anthropic_sdk: Any, openai_sdk: Any) -> None:
+    import httpx2
+
+    import firewall
+    from firewall.audit import MemoryAuditLog
+    from firewall.summarizers.openai import OpenAISummarizer
+
+    messages = [{"role": "user", "content": f"I was charged twice for {INVOICE}, see {PATH}"},
+                {"role": "assistant", "content": "Looking into it."},
+                {"role": "user", "content": "thanks"}]
+    summary = f"Refund {INVOICE}; see {PATH}."
+
+    def path_of(summarizer: Any) -> str:
+        fw = firewall.Firewall(audit=MemoryAuditLog(key=b"k"), keep_last=1)
+        result = fw.compact(messages, summarizer=summarizer)
+        assert result.compacted
+        [record] = fw.audit.export()
+        return record.vendor_path
+
+    local = FakeAPI((200, completion(summary)))
+    assert path_of(OpenAISummarizer(
+        model="qwen2.5-7b-instruct", base_url="http://localhost:8000/v1", max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(local)))) == \
+        "openai-compatible:qwen2.5-7b-instruct@localhost:8000"
+    official = FakeAPI((200, completion(summary)))
+    assert path_of(openai_summarizer(openai_sdk, official)) == "openai:gpt-4.1-mini"
+    claude = FakeAPI((200, message(text(summary))))
+    assert path_of(anthropic_summarizer(anthropic_sdk, claude)) == "anthropic:claude-haiku-4-5"
+
+    def my_summary(messages: list[Any]) -> str:
+        return summary
+
+    assert path_of(my_summary) == "callable:test_the_audit_names_vendor_model_and_host." \
+        "<locals>.my_summary"
+    assert path_of(None) == "extractive"

@@ -20,7 +20,8 @@ from . import anthropic, langchain, native, openai_chat, openai_responses
 FORMATS = {"native": native, "anthropic": anthropic, "openai": openai_chat,
            "openai_responses": openai_responses, "langchain": langchain}
 _RESPONSES_ITEMS = frozenset({"function_call", "function_call_output", "compaction", "reasoning",
-                              "custom_tool_call", "custom_tool_call_output"})
+                              "custom_tool_call", "custom_tool_call_output",
+                              *openai_responses.HOSTED_ITEMS})
 _RESPONSES_PARTS = frozenset({"input_text", "output_text"})
 
 
@@ -41,7 +42,8 @@ def detect_format(messages: list[Any]) -> str:
         blocks = {_type(b) for b in content} if isinstance(content, list) else set()
         if _type(message) in _RESPONSES_ITEMS or blocks & _RESPONSES_PARTS:
             return "openai_responses"
-        if blocks & {"tool_use", "tool_result"}:
+        if blocks & {"tool_use", "tool_result", *anthropic.SERVER_TOOL_CALLS} or any(
+                anthropic.is_hosted_result(b) for b in blocks):
             return "anthropic"
         for call in message.get("tool_calls") or ():
             if isinstance(call, dict):

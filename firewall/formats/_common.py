@@ -46,3 +46,33 @@ def text_of(content: Any, index: int, field: str = "content") -> str:
                 raise field_error(index, f"{field}[{n}]", "expected a content block object")
         return "\n".join(parts)
     raise field_error(index, field, f"expected text or a list of blocks, got {type(content).__name__}")
+
+
+# Fields of hosted-tool results (web search, code execution, shell, MCP, ...) that hold text an
+# agent can read; every other field (ids, signatures, ``encrypted_*`` blobs, file ids, status
+# codes) is opaque or not text. A ``source`` is read only when it is plain text, not base64.
+HOSTED_TEXT_KEYS = frozenset({
+    "text", "content", "output", "outputs", "result", "results", "stdout", "stderr", "logs",
+    "lines", "url", "title", "filename", "error", "error_message", "query", "queries",
+    "pattern", "sources", "action", "message"})
+
+
+def hosted_text(node: Any) -> str:
+    """The readable text of a hosted tool's result, in document order (walked without
+    recursion: tool output is untrusted and may be deep)."""
+    parts: list[str] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if item:
+                parts.append(item)
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            children = [value for key, value in item.items() if key in HOSTED_TEXT_KEYS]
+            source = item.get("source")
+            if isinstance(source, dict) and source.get("type") == "text":
+                children.append(source.get("data"))
+            stack.extend(reversed(children))
+    return "\n".join(parts)

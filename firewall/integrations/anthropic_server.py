@@ -1,4 +1,5 @@
-"""Anthropic server-side compaction (edit ``compact_20260112``) behind the literal firewall.
+"""Anthropic server-side compaction behind the literal firewall: threshold (edit
+``compact_20260112``) and on-demand (the top-level ``compaction`` parameter).
 
     import anthropic, firewall
     from firewall.integrations.anthropic_server import GuardedAnthropic
@@ -10,25 +11,40 @@
     messages = turn.messages   # the history to send next: append the next user turn to it
     turn.record                # the AuditRecord of a compaction, also written to fw.audit
 
+    # on demand: compact now; the reply is the compaction block alone
+    turn = guard.create(model="claude-sonnet-4-5", max_tokens=4096, messages=messages,
+                        compaction={"type": "summarize"})
+
 One guard serves one conversation (it owns its ledger). Per ``create``:
 
 1. **Extract** every literal of the request's messages (text, ``tool_use.input``,
-   ``tool_result.content``) into ``guard.ledger``, before the server can summarize them.
-2. **Instruct.** The compaction edit's ``instructions`` replace the server's prompt, so they are
-   the vendor's default prompt followed by the required literals. The ``compact-2026-01-12`` beta
-   is added, and ``pause_after_compaction`` is turned on unless the caller set it: a paused
-   compaction can be checked and re-asked before the model answers from it.
-3. **Validate** the ``compaction`` block's visible ``content`` against the ledger. Paused and
-   failing (missing or mutated literals, or ``content: null``), the same request is sent again
-   with feedback in the instructions, up to ``firewall.max_retries`` times (each try is billed).
+   ``tool_result.content``, server-tool results) into ``guard.ledger``, before the server can
+   summarize them.
+2. **Instruct.** ``instructions`` *replace* the server's compaction prompt, which the docs say
+   is tuned per model. So the guard sends only what it must add: the required literals and the
+   rule to copy them (plus, with ``tools``, the docs' "do not call any tools" sentence, which the
+   replaced prompt would have carried). With nothing required it sends no ``instructions`` at
+   all and the model's own prompt applies. The trade-off: while literals are required, the
+   summary is written from the firewall's list alone, without the model's default guidance on
+   state and next steps. To keep such guidance, pass ``prompt=`` (e.g. ``DEFAULT_PROMPT``, the
+   documented default at the time of writing) or your own ``instructions`` in the edit or
+   ``compaction`` config: either is sent first, then the list. The beta is added
+   (``compact-2026-01-12``, or ``compact-2026-09-04`` on demand), and in threshold mode
+   ``pause_after_compaction`` is turned on unless the caller set it: a paused compaction can be
+   checked and re-asked before the model answers from it.
+3. **Validate** the ``compaction`` block's visible ``content`` against the ledger. Paused (or on
+   demand) and failing (missing or mutated literals, or ``content: null``), the same request is
+   sent again with feedback in the instructions, up to ``firewall.max_retries`` times (each try
+   is billed).
 4. **Re-inject.** The signed block is never edited or moved: the next messages are the assistant
    message starting with it, then the rendered ledger as a separate user message, then (after a
    pause) the last ``keep_last`` messages. A paused compaction is then resumed with those
    messages (``resume=True``), so the model answers with every pinned literal in view. A
    ``content: null`` block (a failed compaction, a no-op for the server) is sent back where it
-   was, with nothing pruned, and the ledger still follows it.
-5. **Audit** each compaction as an ``AuditRecord`` (``vendor_path="anthropic-server"``), written
-   to ``firewall.audit`` when it is set.
+   was, with nothing pruned, and the ledger still follows it. On demand, the whole ``messages``
+   is what the block replaces, and a failed compaction leaves ``messages`` as they were.
+5. **Audit** each compaction as an ``AuditRecord`` (``vendor_path`` ``"anthropic-server"``, or
+   ``"anthropic-server-on-demand"``), written to ``firewall.audit`` when it is set.
 
 ``stream=True`` is supported: each request goes through ``client.beta.messages.stream`` and is
 validated once ``get_final_message()`` has collected it (``on_event`` sees every event as it
@@ -58,11 +74,14 @@ from ..records import AttemptResult, build_record, write_record
 from ..validate import Verdict, validate
 
 BETA = "compact-2026-01-12"
+ON_DEMAND_BETA = "compact-2026-09-04"
 EDIT_TYPE = "compact_20260112"
 VENDOR_PATH = "anthropic-server"
+ON_DEMAND_VENDOR_PATH = "anthropic-server-on-demand"
 
-# The server's default compaction prompt, verbatim from the compaction docs: ``instructions``
-# replaces it, so it is sent ahead of the literal list rather than lost.
+# The default compaction prompt as the compaction docs print it. The server's own varies by
+# model, so the guard never sends this unasked: pass ``prompt=DEFAULT_PROMPT`` to keep a full
+# summarization prompt ahead of the literal list.
 DEFAULT_PROMPT = (
     "You have written a partial transcript for the initial task above. Please write a summary of "
     "the transcript. The purpose of this summary is to provide continuity so you can continue to "
@@ -162,8 +181,9 @@ class _Guard:
 
     def __init__(self, client: Any, firewall: Any, *, ledger: Ledger | None = None,
                  conversation_id: str | None = None, keep_last: int = 1, resume: bool = True,
-                 pause: bool = True, on_event: Callable[[Any], Any] | None = None) -> None:
-        self.client, self.firewall = client, firewall
+                 pause: bool = True, on_event: Callable[[Any], Any] | None = None,
+                 prompt: str | None = None) -> None:
+        self.client, self.firewall, self.prompt = client, firewall, prompt
         self.ledger = ledger if ledger is not None else Ledger.new(
             conversation_id or f"anthropic-{uuid.uuid4().hex[:12]}")
         self.keep_last, self.resume, self.pause, self.on_event = keep_last, resume, pause, on_event
@@ -188,38 +208,42 @@ class _Guard:
 
     def _request(self, kwargs: dict[str, Any], messages: list[Any], base: str,
                  required: list[LedgerEntry], feedback: str | None) -> dict[str, Any]:
-        edits, at = self._edits(kwargs)
-        instructions = base
-        if required:
-            instructions += "\n\n" + REQUIRED_INSTRUCTIONS + "\n" + "\n".join(
-                f"- {e.value}" for e in required)
-        if feedback:
-            instructions += "\n\n" + feedback
-        edits[at]["instructions"] = instructions
-        betas = list(kwargs.get("betas") or ())
-        if BETA not in betas:
-            betas.append(BETA)
         request = {k: v for k, v in kwargs.items() if k != "stream"}
-        request.update(messages=messages, betas=betas,
+        instructions = _instructions(base, required, feedback, bool(kwargs.get("tools")))
+        if kwargs.get("compaction") is not None:  # on demand
+            config = {k: v for k, v in kwargs["compaction"].items() if k != "instructions"}
+            if instructions:
+                config["instructions"] = instructions
+            request.update(messages=messages, betas=_with_beta(kwargs, ON_DEMAND_BETA),
+                           compaction=config)
+            return request
+        edits, at = self._edits(kwargs)
+        edits[at].pop("instructions", None)
+        if instructions:
+            edits[at]["instructions"] = instructions
+        request.update(messages=messages, betas=_with_beta(kwargs, BETA),
                        context_management={**(kwargs.get("context_management") or {}),
                                            "edits": edits})
         return request
 
     def _base_prompt(self, kwargs: dict[str, Any]) -> str:
-        edits, at = self._edits(kwargs)
-        given = edits[at].get("instructions")
-        if given:  # the caller's own prompt replaces the default, as it would without us
+        """The caller's own instructions (which replace the server's prompt, as they would
+        without us), else ``prompt``, else nothing: the model's own prompt applies."""
+        if kwargs.get("compaction") is not None:
+            given = kwargs["compaction"].get("instructions")
+        else:
+            edits, at = self._edits(kwargs)
+            given = edits[at].get("instructions")
+        if isinstance(given, str) and given.strip():
             return given
-        return DEFAULT_PROMPT + (" " + NO_TOOLS if kwargs.get("tools") else "")
+        return self.prompt or ""
 
     # -- the loop (sans-IO): yields request kwargs, receives replies, returns a GuardedTurn
 
     def _core(self, kwargs: dict[str, Any]) -> Generator[dict[str, Any], Any, GuardedTurn]:
         fw = self.firewall
-        if kwargs.get("compaction") is not None:
-            raise IntegrationError("GuardedAnthropic guards threshold compaction "
-                                   "(context_management edit compact_20260112); the on-demand "
-                                   "'compaction' parameter is not supported")
+        on_demand = _on_demand(kwargs)
+        vendor_path = ON_DEMAND_VENDOR_PATH if on_demand else VENDOR_PATH
         messages = kwargs.get("messages")
         if not isinstance(messages, list):
             raise IntegrationError("create() needs messages=[...] (a list)")
@@ -246,7 +270,7 @@ class _Guard:
         def record(summary: str | None, verdict: Verdict | None, tail: list[Any],
                    error: str | None) -> None:
             rec = build_record(
-                fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
+                fw, self.ledger, vendor_path=vendor_path, compaction=number,
                 span=(self._offset, self._offset + len(history) - 1) if history else None,
                 turns_compacted=len(history), tokens_before=tokens_before,
                 verbatim="\n".join(t.text for t in parse_messages(_plain(tail),
@@ -266,20 +290,22 @@ class _Guard:
             content = list(getattr(response, "content", None) or ())
             params = [to_param(b) for b in content]
             found = [i for i, b in enumerate(content) if _type(b) == "compaction"]
-            if not found:
+            if not found and not on_demand:
                 if attempts:  # a re-ask the server answered without compacting: nothing lost
                     record(None, None, [], "a re-ask returned no compaction block: the "
                            "server answered from the uncompacted conversation")
                 result.messages = history + [{"role": "assistant", "content": params}]
                 return result
-            at = found[-1]
-            summary = getattr(content[at], "content", None)
+            at = found[-1] if found else None
+            summary = getattr(content[at], "content", None) if found else None
             summary = summary if isinstance(summary, str) and summary else None
             verdict = validate(summary, pairs, known=self.ledger.values(), source=source) \
                 if summary is not None else None
-            paused = getattr(response, "stop_reason", None) == "compaction"
+            # on demand, nothing is sampled after the block: a re-ask is always possible
+            paused = on_demand or getattr(response, "stop_reason", None) == "compaction"
             error = None if summary is not None else \
-                "compaction failed: the block's content is null"
+                "compaction failed: the block's content is null" if found else \
+                "compaction failed: the reply holds no compaction block"
             attempts.append(AttemptResult(
                 len(attempts) + 1, summary, verdict, error=error, usage=_usage(response),
                 duration_ms=(time.perf_counter() - started) * 1000,
@@ -298,9 +324,11 @@ class _Guard:
             ledger_message = {"role": "user",
                               "content": [{"type": "text", "text": self.ledger.render()}]}
             if summary is not None:  # the block first and unchanged: the server starts there
-                tail = _tail(history, self.keep_last) if paused else []
+                tail = _tail(history, self.keep_last) if paused and not on_demand else []
                 next_messages = [{"role": "assistant", "content": params[at:]},
                                  ledger_message, *tail]
+            elif on_demand:  # nothing to swap in: the conversation stays as it was
+                tail, next_messages = [], history
             else:  # a failed compaction is a no-op: keep everything, still pin the ledger
                 tail = []
                 next_messages = history + [{"role": "assistant", "content": params},
@@ -311,12 +339,48 @@ class _Guard:
             result.messages = next_messages
             if summary is not None:  # the block's message is scanned (its text) next time
                 self._offset += len(history)
-            if not (paused and summary is not None and self.resume) or resumed:
+            if on_demand or not (paused and summary is not None and self.resume) or resumed:
                 return result
             # resume: the model answers from block + ledger + tail (the docs' pause pattern)
             resumed, attempts = True, []
             history = next_messages
             request = self._request(kwargs, history, base, required, None)  # no feedback
+
+
+def _on_demand(kwargs: dict[str, Any]) -> bool:
+    """Whether the request is an on-demand compaction; a config the API would refuse is an
+    error here, before anything is sent."""
+    config = kwargs.get("compaction")
+    if config is None:
+        return False
+    if not isinstance(config, dict) or config.get("type") != "summarize":
+        raise IntegrationError(f"compaction= must be {{'type': 'summarize', 'instructions': "
+                               f"...}} (BetaCompactionConfigParam), got {config!r}")
+    if kwargs.get("context_management") is not None:
+        raise IntegrationError("compaction= (on demand) cannot be combined with "
+                               "context_management: send one or the other")
+    return True
+
+
+def _with_beta(kwargs: dict[str, Any], beta: str) -> list[str]:
+    betas = list(kwargs.get("betas") or ())
+    return betas if beta in betas else [*betas, beta]
+
+
+def _instructions(base: str, required: list[LedgerEntry], feedback: str | None,
+                  tools: bool) -> str:
+    """What replaces the server's prompt: ``base`` (the caller's or ``prompt=``), then what the
+    firewall must add; empty when there is nothing to add, so the server's own prompt stays."""
+    parts = [base] if base else []
+    if required or feedback:
+        if tools and NO_TOOLS not in base:  # the replaced default prompt says it with tools
+            parts.append(NO_TOOLS)
+        if required:
+            parts.append(REQUIRED_INSTRUCTIONS + "\n" + "\n".join(f"- {e.value}"
+                                                                  for e in required))
+        if feedback:
+            parts.append(feedback)
+    return "\n\n".join(parts)
 
 
 def _usage(response: Any) -> dict[str, Any]:
@@ -354,8 +418,12 @@ def _feedback(summary: str | None, verdict: Verdict | None) -> str:
 
 
 class GuardedAnthropic(_Guard):
-    """``client.beta.messages.create`` with threshold compaction guarded (``anthropic.Anthropic``).
+    """``client.beta.messages.create`` with server compaction guarded (``anthropic.Anthropic``):
+    threshold (``context_management``) or on demand (``compaction={"type": "summarize"}``).
 
+    ``prompt``: a full summarization prompt sent ahead of the literal list (see the module
+    docstring: ``instructions`` replace the model's own prompt; without ``prompt`` only the list
+    and its rules are sent, and nothing when no literal is required).
     ``keep_last``: messages re-sent verbatim after the ledger when a paused compaction resumes.
     ``resume``: after a paused compaction, send the continuation request (default) or return
     the paused reply with ``messages`` ready to send. ``pause``: turn on
@@ -414,4 +482,4 @@ class AsyncGuardedAnthropic(_Guard):
 
 
 __all__ = ["AsyncGuardedAnthropic", "BETA", "DEFAULT_PROMPT", "EDIT_TYPE", "GuardedAnthropic",
-           "GuardedTurn", "IntegrationError", "NO_TOOLS"]
+           "GuardedTurn", "IntegrationError", "NO_TOOLS", "ON_DEMAND_BETA"]

@@ -16,6 +16,13 @@ with the summary message, then the ledger as a *separate* message, then any turn
 verbatim, then LangChain's preserved tail. The cumulative ledger lives in the agent state
 (``firewall_ledger``, private to the middleware, persisted per thread by the checkpointer; it
 holds the ledger's HMAC key). If the summarizer fails, the conversation is left as it was.
+
+Where the firewall does not deliberately differ (whole span, its own prompt, validation), the
+summary model is called as the stock middleware calls it: marked as LangChain's internal call
+(``lc_source``, ``internal_call_metadata()``, the no-stream tag), with LangChain's retry policy
+(3 attempts, none for errors a ``ModelError`` marks non-retryable), and, on
+``ContextOverflowError``, once more with the middle of the transcript cut out (the required
+literals stay in the instructions, and the ledger carries every pinned one regardless).
 """
 
 from __future__ import annotations
@@ -30,16 +37,20 @@ from typing_extensions import NotRequired
 from ..formats import langchain as lc_format
 from ..guard import CompactionResult, Firewall
 from ..ledger import Ledger
-from ..summarizers._prompt import SYSTEM_PROMPT, build_user_prompt
+from ..tokens import count_tokens
+from ..summarizers._prompt import SYSTEM_PROMPT, build_user_prompt, render_transcript
 from ..summarizers.base import Summary, SummaryRequest
 from ..turns import Conversation
 
 _INSTALL = "pip install 'literal-firewall[langchain]'"
 
 try:
+    from langchain.agents.middleware._retry import default_retry_on
+    from langchain.agents.middleware.internal_call_transformer import internal_call_metadata
     from langchain.agents.middleware.summarization import SummarizationMiddleware
     from langchain.agents.middleware.types import AgentState, PrivateStateAttr
     from langchain.chat_models import init_chat_model
+    from langchain_core.exceptions import ContextOverflowError
     from langchain_core.messages import HumanMessage, RemoveMessage, SystemMessage
     from langchain_core.runnables import RunnableLambda
     from langgraph.constants import TAG_NOSTREAM
@@ -59,27 +70,82 @@ class FirewallState(AgentState):
     firewall_ledger: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
+# What LangChain's stock summary calls do, kept: LangChain marks its middleware's model
+# calls as internal (out of the agent's token stream and ``run.messages``), retries transient
+# errors (3 attempts, not the ones a ``ModelError`` marks non-retryable), and on a context
+# overflow asks once more with the middle of the history cut out.
+OMITTED = "\n\n[... middle of conversation omitted ...]\n\n"
+STOCK_RETRY: dict[str, Any] = {"retry_if_exception_type": default_retry_on}
+
+
 class ChatModelSummarizer:
-    """A LangChain chat model as a firewall ``Summarizer`` (the firewall's own prompt)."""
+    """A LangChain chat model as a firewall ``Summarizer`` (the firewall's own prompt), called
+    as the stock ``SummarizationMiddleware`` calls its model: the same internal-call metadata
+    and tags, ``with_retry`` (``retry``: its keyword arguments, default LangChain's), and one
+    retry with the middle of the transcript cut on ``ContextOverflowError`` (the instructions,
+    with every required literal, are never cut; the ledger keeps what the cut hid)."""
 
-    vendor_path = "langchain"
-
-    def __init__(self, model: Any, *, system: str = SYSTEM_PROMPT) -> None:
+    def __init__(self, model: Any, *, system: str = SYSTEM_PROMPT,
+                 retry: dict[str, Any] | None = None) -> None:
         self.model = init_chat_model(model) if isinstance(model, str) else model
         self.system = system
+        self._retrying = self.model.with_retry(**(STOCK_RETRY if retry is None else retry))
 
-    def _prompt(self, request: SummaryRequest) -> list[Any]:
-        return [SystemMessage(content=self.system), HumanMessage(content=build_user_prompt(request))]
+    @property
+    def vendor_path(self) -> str:
+        """``langchain:`` and the chat model's class and model name."""
+        name = getattr(self.model, "model_name", None) or getattr(self.model, "model", None)
+        kind = type(self.model).__name__
+        return f"langchain:{kind}:{name}" if isinstance(name, str) and name else \
+            f"langchain:{kind}"
+
+    def _prompt(self, request: SummaryRequest, transcript: str | None = None) -> list[Any]:
+        return [SystemMessage(content=self.system),
+                HumanMessage(content=build_user_prompt(request, transcript))]
 
     @staticmethod
-    def _config() -> dict[str, Any]:  # keep the summary call out of the agent's token stream
-        return {"tags": [TAG_NOSTREAM], "metadata": {"lc_source": "summarization"}}
+    def _config() -> dict[str, Any]:  # the stock middleware's own config for summary calls
+        return {"tags": [TAG_NOSTREAM],
+                "metadata": {"lc_source": "summarization", **internal_call_metadata()}}
+
+    def _shortened(self, request: SummaryRequest) -> str | None:
+        """The transcript with its middle cut, as the stock overflow retry cuts it: the start
+        and the most recent part, within half its tokens and 40% of the model's
+        ``max_input_tokens`` when its profile says; None when nothing would fit."""
+        transcript = render_transcript(request.turns)
+        tokens = count_tokens(transcript)
+        budget = tokens // 2
+        profile = getattr(self.model, "profile", None)
+        limit = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+        if isinstance(limit, int):
+            budget = min(budget, limit * 2 // 5)
+        keep = len(transcript) * budget // max(tokens, 1)
+        if keep <= 0:
+            return None
+        head = keep // 4
+        return transcript[:head] + OMITTED + transcript[len(transcript) - (keep - head):]
 
     def summarize(self, request: SummaryRequest) -> Summary:
-        return _summary(self.model.invoke(self._prompt(request), config=self._config()))
+        try:
+            reply = self._retrying.invoke(self._prompt(request), config=self._config())
+        except ContextOverflowError:
+            shortened = self._shortened(request)
+            if shortened is None:
+                raise
+            reply = self._retrying.invoke(self._prompt(request, shortened),
+                                          config=self._config())
+        return _summary(reply)
 
     async def asummarize(self, request: SummaryRequest) -> Summary:
-        return _summary(await self.model.ainvoke(self._prompt(request), config=self._config()))
+        try:
+            reply = await self._retrying.ainvoke(self._prompt(request), config=self._config())
+        except ContextOverflowError:
+            shortened = self._shortened(request)
+            if shortened is None:
+                raise
+            reply = await self._retrying.ainvoke(self._prompt(request, shortened),
+                                                 config=self._config())
+        return _summary(reply)
 
 
 def _summary(reply: Any) -> Summary:
@@ -109,7 +175,8 @@ class FirewallSummarizationMiddleware(SummarizationMiddleware):
     """``SummarizationMiddleware`` whose summarizer is the firewall (see the module docstring).
 
     Takes the stock arguments (``trigger``, ``keep``, ``token_counter``, ...) plus ``firewall``
-    (default: every built-in pack) and ``summary_model`` (default: ``model``).
+    (default: every built-in pack), ``summary_model`` (default: ``model``) and
+    ``summary_retry`` (``with_retry`` keyword arguments; default LangChain's own).
     ``trim_tokens_to_summarize`` defaults to ``None``: the summary model sees the whole span.
     Extraction covers the whole span whatever it is set to.
     """
@@ -118,15 +185,15 @@ class FirewallSummarizationMiddleware(SummarizationMiddleware):
 
     def __init__(self, model: Any, *, firewall: Firewall | None = None,
                  summary_model: Any = None, trim_tokens_to_summarize: int | None = None,
-                 **kwargs: Any) -> None:
+                 summary_retry: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if "summarizer" in kwargs:
             raise TypeError("the firewall is the summarizer: pass summary_model= instead")
         super().__init__(model, trim_tokens_to_summarize=trim_tokens_to_summarize,
                          summarizer=RunnableLambda(self._summarize, afunc=self._asummarize,
                                                    name="literal_firewall"), **kwargs)
         self.firewall = firewall if firewall is not None else Firewall()
-        self.summary_model = ChatModelSummarizer(summary_model if summary_model is not None
-                                                 else self.model)
+        self.summary_model = ChatModelSummarizer(
+            summary_model if summary_model is not None else self.model, retry=summary_retry)
 
     # -- the agent hooks ----------------------------------------------------------------
 

@@ -24,6 +24,17 @@ validated. What the guard does instead:
 3. **Audit** each compaction: every pinned literal is ``opaque`` (``in_tail`` says whether it is
    still visible verbatim, e.g. in a returned user message), never reported as checked.
 
+**Chained conversations** (``previous_response_id``, or ``conversation``): the server holds the
+history and the request carries only the new items, so the guard scans what the client sees,
+the items it sends *and* every output item it receives, and keeps the client's own record of
+them in ``guard.history`` (never pruned). Nothing is ever pruned from ``input`` under chaining
+(the docs say not to): after a compaction, ``turn.input`` is just the ledger item, to send with
+the next turn. History the guard never saw cannot be scanned, so it refuses with
+``IntegrationError`` a ``previous_response_id`` it did not return, and a ``conversation`` not
+registered with ``guard.start_conversation(id, items)`` (the items it was created with), unless
+built with ``allow_unscanned_history=True`` (the caller's statement that the server holds
+nothing the guard needs to see).
+
 There is no retry lever (OpenAI takes no summarization prompt). ``compact_threshold`` compacts
 inside a request that then answers before the ledger can be injected: prefer ``compact``.
 ``stream=True`` is not supported. SDK errors are raised as ``IntegrationError``; the caller's
@@ -96,8 +107,13 @@ class _Guard:
     """State and the sans-IO core shared by the sync and async wrappers."""
 
     def __init__(self, client: Any, firewall: Any, *, ledger: Ledger | None = None,
-                 conversation_id: str | None = None, ledger_role: str = "user") -> None:
+                 conversation_id: str | None = None, ledger_role: str = "user",
+                 allow_unscanned_history: bool = False) -> None:
         self.client, self.firewall, self.ledger_role = client, firewall, ledger_role
+        self.allow_unscanned_history = allow_unscanned_history
+        self.history: list[Any] = []  # the client's own record of a chained conversation
+        self._responses: set[str] = set()  # ids this guard returned: safe to chain from
+        self._conversations: set[str] = set()  # conversations served from their first turn
         self.ledger = ledger if ledger is not None else Ledger.new(
             conversation_id or f"openai-{uuid.uuid4().hex[:12]}")
         self._seen: set[str] = set()
@@ -112,19 +128,63 @@ class _Guard:
     def _has_ledger(self, turns: list[Turn]) -> bool:
         return any(ledger_blocks(t.text, self.ledger) for t in turns if t.text)
 
+    def _chained(self, kwargs: dict[str, Any]) -> bool:
+        """Whether the server holds the history; refuse history the guard never saw."""
+        previous, conversation = kwargs.get("previous_response_id"), kwargs.get("conversation")
+        if isinstance(conversation, dict):  # {"id": ...}
+            conversation = conversation.get("id")
+        if previous is None and conversation is None:
+            return False
+        if not self.allow_unscanned_history:
+            if previous is not None and previous not in self._responses:
+                raise IntegrationError(
+                    f"previous_response_id {previous!r} was not returned by this guard: the "
+                    f"history the server holds for it was never scanned, so its literals "
+                    f"cannot be pinned. Send the conversation through the guard from its first "
+                    f"turn, pass the history as input, or build the guard with "
+                    f"allow_unscanned_history=True")
+            if conversation is not None and conversation not in self._conversations \
+                    and (previous is None or previous not in self._responses):
+                raise IntegrationError(
+                    f"conversation {conversation!r} is unknown to this guard: the items the "
+                    f"server holds for it were never scanned. Register it with "
+                    f"guard.start_conversation(id, items) (the items it was created with), or "
+                    f"build the guard with allow_unscanned_history=True")
+        if conversation is not None:
+            self._conversations.add(str(conversation))
+        return True
+
+    def start_conversation(self, conversation: Any, items: list[Any] = ()) -> None:
+        """Register a conversation the caller created (``client.conversations.create``) with
+        ``items``: they are scanned into the ledger and the record, so ``create`` may chain on
+        it. No request is made."""
+        conversation = conversation.get("id") if isinstance(conversation, dict) else \
+            getattr(conversation, "id", conversation)
+        given = [to_param(i) for i in items]
+        pinned = self.firewall.pin(self.ledger, to_turns(given), seen=self._seen,
+                                   offset=self._offset + len(self.history),
+                                   compaction=self.firewall.next_compaction(
+                                       self.ledger.conversation_id, self._compactions + 1))
+        self._evicted += pinned.evicted
+        self._unpinned += pinned.oversize
+        self.history += given
+        self._conversations.add(str(conversation))
+
     def _core(self, method: str, kwargs: dict[str, Any]
               ) -> Generator[tuple[str, dict[str, Any]], Any, GuardedResponse]:
         fw = self.firewall
         if kwargs.get("stream"):
             raise IntegrationError("GuardedResponses does not support stream=True: call "
                                    "without it (the compaction item is opaque either way)")
+        chained = self._chained(kwargs)
         given = kwargs.get("input")
         items = [message_item(given)] if isinstance(given, str) else \
             [to_param(i) for i in (given or ())]
         turns = to_turns(items)  # ConversationError (a FirewallError) on malformed items
         number = fw.next_compaction(self.ledger.conversation_id, self._compactions + 1)
-        pinned = fw.pin(self.ledger, turns, seen=self._seen, offset=self._offset,
-                     compaction=number)
+        # turn numbers are positions in the client's record (chained: it only grows)
+        base = self._offset + (len(self.history) if chained else 0)
+        pinned = fw.pin(self.ledger, turns, seen=self._seen, offset=base, compaction=number)
         self._evicted += pinned.evicted
         self._unpinned += pinned.oversize  # too long to pin: reported, never silent
         tokens_before = sum(turn_tokens(t) for t in turns)
@@ -140,22 +200,42 @@ class _Guard:
         output = [to_param(o) for o in (getattr(response, "output", None) or ())]
         result = GuardedResponse(response=response, input=[], ledger=self.ledger,
                                  timeouts=pinned.timeouts)
+        if isinstance(getattr(response, "id", None), str):
+            self._responses.add(response.id)
         at = _latest_compaction(output)
         sent = request.get("input")
         sent = [message_item(sent)] if isinstance(sent, str) else list(sent or ())
-        if at is None:  # no compaction: the history simply grows
-            result.input = sent + output
+        # Output items: a chained next request will not carry them, so scan them now (a
+        # stateless one re-sends them, and ``seen`` keeps them from being counted twice).
+        out = fw.pin(self.ledger, to_turns(output), seen=self._seen, offset=base + len(sent),
+                     compaction=number)
+        self._evicted += out.evicted
+        self._unpinned += out.oversize
+        result.timeouts = [*result.timeouts, *out.timeouts]
+        self.history = (self.history if chained else []) + sent + output
+        if at is None:  # no compaction: the history simply grows (server-side, if chained)
+            result.input = [] if chained else sent + output
             return result
-        # compact() returns the user messages to keep before the item; create() may drop
-        # everything before it (the item replaces it)
-        head = output[:at + 1] if method == "compact" else output[at:at + 1]
-        result.input = head + [self._ledger_item()] + output[at + 1:]
+        if chained:  # never prune: the server keeps the window; the ledger goes next turn
+            result.input = [self._ledger_item()]
+        else:
+            # compact() returns the user messages to keep before the item; create() may drop
+            # everything before it (the item replaces it)
+            head = output[:at + 1] if method == "compact" else output[at:at + 1]
+            result.input = head + [self._ledger_item()] + output[at + 1:]
         visible = "\n".join(t.text for t in to_turns(output) if t.text)
         usage = getattr(response, "usage", None)
+        if chained:  # the server compacted the whole record the client sent so far
+            before = self.history[:len(self.history) - len(output)]
+            span = (self._offset, self._offset + len(before) - 1) if before else None
+            compacted_count = len(before)
+            tokens_before = sum(turn_tokens(t) for t in to_turns(before))
+        else:
+            span = (self._offset, self._offset + len(items) - 1) if items else None
+            compacted_count = len(items)
         record = build_record(
-            fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
-            span=(self._offset, self._offset + len(items) - 1) if items else None,
-            turns_compacted=len(items), tokens_before=tokens_before, verbatim=visible,
+            fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number, span=span,
+            turns_compacted=compacted_count, tokens_before=tokens_before, verbatim=visible,
             summary=None, verdict=None, evicted=self._evicted, unpinned=self._unpinned,
             compacted=True, error=None, opaque=True, attempts=[AttemptResult(
                 1, None, None, model=getattr(response, "model", None), duration_ms=duration,
@@ -164,7 +244,7 @@ class _Guard:
         self._evicted, self._unpinned, self._compactions = [], [], number
         result.record, result.compacted = record, True
         result.audit_error = write_record(fw.audit, record)
-        if method == "create":
+        if method == "create" and not chained:
             self._offset += len(items)
         return result
 

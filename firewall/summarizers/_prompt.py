@@ -50,12 +50,15 @@ def render_transcript(turns: Iterable[Turn]) -> str:
     return "\n".join(parts)
 
 
-def build_user_prompt(request: SummaryRequest) -> str:
+def build_user_prompt(request: SummaryRequest, transcript: str | None = None) -> str:
     """Transcript, then the firewall's instructions (with the required literals), then on a re-ask
-    the previous attempt and the feedback on what it lost."""
+    the previous attempt and the feedback on what it lost. ``transcript`` replaces the rendered
+    turns (a shortened one, after a context overflow); the instructions are never cut."""
+    if transcript is None:
+        transcript = render_transcript(request.turns)
     sections = [
         "Summarize this agent conversation.",
-        f"<transcript>\n{render_transcript(request.turns)}\n</transcript>",
+        f"<transcript>\n{transcript}\n</transcript>",
         f"<instructions>\n{request.instructions}\n</instructions>",
     ]
     if request.feedback is not None or request.previous is not None:

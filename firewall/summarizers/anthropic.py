@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import SummarizerError
 from ..extras import import_extra
+from ._endpoint import ANTHROPIC_HOST, client_base_url, pin_endpoint, vendor_path
 from ._prompt import SYSTEM_PROMPT, Plan, adrive, build_user_prompt, drive, merge_usage
 from .base import Summary, SummaryRequest
 
@@ -28,6 +29,12 @@ class AnthropicSummarizer:
     Given only ``client``, ``asummarize`` runs it in a worker thread rather than building a
     differently configured async client.
 
+    ``ANTHROPIC_API_KEY`` (or any other credential the SDK finds in the environment) is sent to
+    Anthropic only (``https://api.anthropic.com``): with a base URL pointing anywhere else,
+    however it is set (``base_url`` or ``ANTHROPIC_BASE_URL``) and no ``api_key`` /
+    ``auth_token`` / ``credentials``, the key is ``"not-needed"``; pass one for a proxy that
+    wants it.
+
     A reply cut off at ``max_tokens`` is asked again once with twice the budget; a refusal, a
     second cut-off, a reply without text and every SDK error raise ``SummarizerError``.
     """
@@ -40,9 +47,16 @@ class AnthropicSummarizer:
         self.max_tokens = max_tokens
         self.system = SYSTEM_PROMPT if system is None else system
         client_kwargs.setdefault("max_retries", 2)
-        self._client_kwargs = client_kwargs
+        self._client_kwargs = anthropic_client_kwargs(client_kwargs)
         self._client = client
         self._async_client = async_client
+
+    @property
+    def vendor_path(self) -> str:
+        """``anthropic:MODEL``, or ``anthropic-compatible:MODEL@HOST`` for another server."""
+        client = self._client if self._client is not None else self._async_client
+        return vendor_path("anthropic", self.model,
+                           client_base_url(client, self._client_kwargs), ANTHROPIC_HOST)
 
     def __repr__(self) -> str:
         return f"AnthropicSummarizer(model={self.model!r}, max_tokens={self.max_tokens})"
@@ -123,6 +137,14 @@ class AnthropicSummarizer:
             raise SummarizerError(f"the reply holds no text (content blocks: {kinds}, "
                                   f"stop_reason {message.stop_reason!r})")
         return Summary(text=text, usage=usage, model=message.model)
+
+
+def anthropic_client_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``client_kwargs`` for ``anthropic.Anthropic`` with the base URL fixed and, off
+    Anthropic's host, no credential taken from the environment (see ``_endpoint``)."""
+    return pin_endpoint(client_kwargs, env="ANTHROPIC_BASE_URL", host=ANTHROPIC_HOST,
+                        credentials=("api_key", "auth_token", "credentials", "config",
+                                     "profile"))
 
 
 def _usage(message: Any) -> dict[str, Any]:

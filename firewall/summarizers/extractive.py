@@ -78,6 +78,8 @@ class ExtractiveSummarizer:
     is always written, so a tiny ``max_tokens`` yields just the header.
     """
 
+    vendor_path = "extractive"  # offline: no vendor, no model
+
     def __init__(self, max_tokens: int = 400, max_sentences: int | None = None) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")

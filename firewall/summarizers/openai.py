@@ -8,16 +8,13 @@ The ``openai`` SDK is an optional extra, imported when a summarizer is built, ne
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from ..errors import SummarizerError
 from ..extras import import_extra
+from ._endpoint import OPENAI_HOST, client_base_url, is_official, pin_endpoint, vendor_path
 from ._prompt import SYSTEM_PROMPT, Plan, adrive, build_user_prompt, drive, merge_usage
 from .base import Summary, SummaryRequest
-
-_OPENAI_HOST = "api.openai.com"
 
 
 def _import_sdk() -> Any:
@@ -53,18 +50,22 @@ class OpenAISummarizer:
         self.max_tokens = max_tokens
         self.system = SYSTEM_PROMPT if system is None else system
         self.token_param = token_param
-        if base_url is None:
-            base_url = os.environ.get("OPENAI_BASE_URL") or None
         if base_url is not None:
             client_kwargs["base_url"] = base_url
-            if api_key is None and not is_openai(base_url):
-                api_key = "not-needed"
         if api_key is not None:
             client_kwargs["api_key"] = api_key
+        pin_endpoint(client_kwargs, env="OPENAI_BASE_URL", host=OPENAI_HOST)
         client_kwargs.setdefault("max_retries", 2)
         self._client_kwargs = client_kwargs
         self._client = client
         self._async_client = async_client
+
+    @property
+    def vendor_path(self) -> str:
+        """``openai:MODEL``, or ``openai-compatible:MODEL@HOST`` for another server."""
+        client = self._client if self._client is not None else self._async_client
+        return vendor_path("openai", self.model, client_base_url(client, self._client_kwargs),
+                           OPENAI_HOST)
 
     def __repr__(self) -> str:
         return f"OpenAISummarizer(model={self.model!r}, max_tokens={self.max_tokens})"
@@ -146,17 +147,12 @@ class OpenAISummarizer:
 def is_openai(base_url: Any) -> bool:
     """Whether a base URL is OpenAI's own API, over TLS: the one place the environment's
     ``OPENAI_API_KEY`` may go."""
-    try:
-        parts = urlsplit(str(base_url))
-        return parts.scheme == "https" and parts.hostname == _OPENAI_HOST \
-            and parts.port in (None, 443)
-    except ValueError:  # a port that is not a number: not OpenAI
-        return False
+    return is_official(base_url, OPENAI_HOST)
 
 
 def _token_param(client: Any) -> str:
-    host = getattr(getattr(client, "base_url", None), "host", _OPENAI_HOST)
-    return "max_completion_tokens" if host == _OPENAI_HOST else "max_tokens"
+    host = getattr(getattr(client, "base_url", None), "host", OPENAI_HOST)
+    return "max_completion_tokens" if host == OPENAI_HOST else "max_tokens"
 
 
 def _first_choice(completion: Any) -> Any:
