@@ -18,16 +18,15 @@ Needs psycopg 3 (the ``postgres`` extra); ``import firewall`` never imports it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -42,6 +41,7 @@ from .errors import AuditError
 _MIGRATION_LOCK = 0x6C66_6175_6469_74  # "lfaudit"
 _KEY_CHECK_TEXT = "literal-firewall audit key check"
 _PAGE = 500  # records read per query by export
+T = TypeVar("T")
 
 
 def redacted_url(url: str) -> str:
@@ -118,22 +118,33 @@ class PostgresAuditLog:
 
     # -- connections and errors
 
-    @contextlib.contextmanager
-    def _transaction(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction on this process's connection: committed when the block ends, rolled
-        back (and nothing of it kept) if it raises or the process dies."""
+    def _run(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``body`` in one transaction on this process's connection: committed when it
+        returns, rolled back (nothing of it kept) if it raises or the process dies. A kept
+        connection the server has dropped meanwhile (a restart, a failover, an idle timeout)
+        is replaced and ``body`` run once more: it was rolled back with the connection."""
         with self._lock:
-            try:
-                conn = self._connection()
-                with conn.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                if self._conn is not None and (self._conn.closed or self._conn.broken):
-                    self._drop()  # the next call connects again
-                raise self._error(exc, action) from exc
+            for retry in (True, False):
+                reused = self._connected()
+                try:
+                    conn = self._connection()
+                    with conn.transaction():
+                        return body(conn)
+                except psycopg.Error as exc:
+                    lost = self._conn is not None and (self._conn.closed or self._conn.broken)
+                    if lost:
+                        self._drop()  # the next call connects again
+                    if not (retry and reused and lost and
+                            isinstance(exc, psycopg.OperationalError)):
+                        raise self._error(exc, action) from exc
+            raise AssertionError("unreachable")
+
+    def _connected(self) -> bool:
+        return self._conn is not None and self._pid == os.getpid() and not self._conn.closed
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is not None and self._pid == os.getpid() and not self._conn.closed:
+        if self._connected():
+            assert self._conn is not None
             return self._conn
         self._drop()
         conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row,
@@ -170,7 +181,9 @@ class PostgresAuditLog:
 
     def _migrate(self) -> None:
         known = {name for name, _ in MIGRATIONS}
-        with self._transaction("opening") as conn:
+        fingerprint = literal_hash(_KEY_CHECK_TEXT, self.key)
+
+        def body(conn: psycopg.Connection[Any]) -> str:
             # Held until COMMIT: processes opening a fresh database at once run m001 once.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
@@ -185,11 +198,12 @@ class PostgresAuditLog:
                     for statement in statements:
                         conn.execute(statement)
                     conn.execute("INSERT INTO _migrations VALUES (%s, now())", (name,))
-            fingerprint = literal_hash(_KEY_CHECK_TEXT, self.key)
             conn.execute("INSERT INTO key_check (fingerprint) VALUES (%s) "
                          "ON CONFLICT DO NOTHING", (fingerprint,))
             (row,) = conn.execute("SELECT fingerprint FROM key_check").fetchall()
-        if row["fingerprint"] != fingerprint:
+            return row["fingerprint"]
+
+        if self._run("opening", body) != fingerprint:
             raise AuditError(
                 f"audit log {self.path}: its secrets are hashed under another key than this "
                 f"process's ({KEY_ENV} / {KEY_FILE_ENV}): give every writer the fleet's key, or "
@@ -208,17 +222,19 @@ class PostgresAuditLog:
     def _insert(self, record: AuditRecord, *, skip_present: bool) -> AuditRecord | None:
         """``record`` as written (with its number), or ``None`` if ``skip_present`` and a
         record with its id is there already."""
-        with self._transaction("writing a record") as conn:
+        def body(conn: psycopg.Connection[Any]) -> AuditRecord | None:
             if skip_present and conn.execute("SELECT 1 FROM records WHERE id = %s",
                                              (record.id,)).fetchone():
                 return None
             number = _claim_number(conn, record.conversation_id, record.compaction)
-            if number != record.compaction:
-                record = record.model_copy(update={"compaction": number})
-            _insert_record(conn, record)
-            _insert_literals(conn, record)
-            _insert_attempts(conn, record)
-        return record
+            written = record.model_copy(update={"compaction": number}) \
+                if number != record.compaction else record
+            _insert_record(conn, written)
+            _insert_literals(conn, written)
+            _insert_attempts(conn, written)
+            return written
+
+        return self._run("writing a record", body)
 
     # -- reading
 
@@ -227,49 +243,60 @@ class PostgresAuditLog:
         where, params = ("", [])
         if conversation_id is not None:
             where, params = "WHERE conversation_id = %s", [conversation_id]
-        with self._transaction("listing records") as conn:
+        def body(conn: psycopg.Connection[Any]) -> list[RecordSummary]:
             rows = conn.execute(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM records {where} "
                                 f"ORDER BY seq DESC LIMIT %s", [*params, limit]).fetchall()
             return _summaries(conn, rows)
 
+        return self._run("listing records", body)
+
     def get(self, id_or_prefix: str) -> AuditRecord:
-        with self._transaction("reading a record") as conn:
+        def body(conn: psycopg.Connection[Any]) -> AuditRecord:
             rows = conn.execute("SELECT id, json FROM records WHERE left(id, %s) = %s LIMIT 2",
                                 (len(id_or_prefix), id_or_prefix)).fetchall()
             return _records(conn, [_one(self, id_or_prefix, rows)])[0]
 
+        return self._run("reading a record", body)
+
     def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
         # By hash, so sensitive literals are found without being stored; by value too, so
         # records hashed under another key are still found for non-sensitive literals.
-        with self._transaction("searching literals") as conn:
+        def body(conn: psycopg.Connection[Any]) -> tuple[list[Any], list[RecordSummary]]:
             rows = conn.execute(
                 f"SELECT {', '.join('l.' + c for c in LITERAL_COLUMNS)}, "
                 f"{', '.join('r.' + c for c in SUMMARY_COLUMNS)} "
                 "FROM literals l JOIN records r ON r.id = l.record_id "
                 "WHERE l.value_hash = %s OR l.value = %s ORDER BY r.seq, l.position",
                 (literal_hash(value, self.key), _text(escape_surrogates(value)))).fetchall()
-            summaries = {s.id: s for s in _summaries(conn, rows)}
+            return rows, _summaries(conn, rows)
+
+        rows, found = self._run("searching literals", body)
+        summaries = {s.id: s for s in found}
         return [(summaries[row["id"]], LiteralOutcome(**{c: row[c] for c in LITERAL_COLUMNS}))
                 for row in rows]
 
     def export(self) -> Iterator[AuditRecord]:
         """Every record in write order, read a page at a time (no connection is held between
         pages, so a slow reader never blocks this process's writers)."""
-        after = 0
-        while True:
-            with self._transaction("exporting") as conn:
+        def page(after: int) -> Callable[[psycopg.Connection[Any]], list[Any]]:
+            def body(conn: psycopg.Connection[Any]) -> list[Any]:
                 rows = conn.execute("SELECT seq, id, json FROM records WHERE seq > %s "
                                     "ORDER BY seq LIMIT %s", (after, _PAGE)).fetchall()
-                records = _records(conn, rows)
-            yield from records
-            if len(rows) < _PAGE:
+                return list(zip(rows, _records(conn, rows)))
+            return body
+
+        after = 0
+        while True:
+            batch = self._run("exporting", page(after))
+            yield from (record for _, record in batch)
+            if len(batch) < _PAGE:
                 return
-            after = rows[-1]["seq"]
+            after = batch[-1][0]["seq"]
 
     def next_compaction_number(self, conversation_id: str) -> int:
-        with self._transaction("reading") as conn:
-            row = conn.execute("SELECT last_compaction FROM compaction_counters "
-                               "WHERE conversation_id = %s", (conversation_id,)).fetchone()
+        row = self._run("reading", lambda conn: conn.execute(
+            "SELECT last_compaction FROM compaction_counters WHERE conversation_id = %s",
+            (conversation_id,)).fetchone())
         return (row["last_compaction"] if row else 0) + 1
 
     # -- copying another log in

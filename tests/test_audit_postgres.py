@@ -166,6 +166,18 @@ def test_an_unreachable_server_is_named_without_its_password(tmp_path):
     assert "hunter2" not in str(err.value) and "fw:***@" in str(err.value)
 
 
+def test_a_connection_the_server_dropped_is_replaced_without_losing_the_record(postgres_url):
+    log = PostgresAuditLog(postgres_url, key=KEY)
+    log.write(make_record(compaction=1))
+    # what a server restart, a failover or an idle timeout does to the connection a worker keeps
+    (terminated,), = _rows(postgres_url, "SELECT count(pg_terminate_backend(pid, 10000)) FROM "
+                                         "pg_stat_activity WHERE application_name = "
+                                         "'literal-firewall' AND pid <> pg_backend_pid()")
+    assert terminated >= 1
+    log.write(make_record(compaction=2))
+    assert [r.compaction for r in log.export()] == [1, 2]
+
+
 def test_a_duplicate_record_id_is_named(postgres_url):
     log = PostgresAuditLog(postgres_url, key=KEY)
     record = make_record()
