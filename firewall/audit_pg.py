@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from .audit import (DB_ENV, KEY_ENV, KEY_FILE_ENV, Attempt, AuditLog, AuditRecord, LiteralOutcome,
@@ -147,9 +148,12 @@ class PostgresAuditLog:
             assert self._conn is not None
             return self._conn
         self._drop()
-        conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row,
-                               connect_timeout=max(1, round(self.connect_timeout)),
-                               application_name="literal-firewall")
+        # defaults only: what the URL says (its own connect_timeout...) stands
+        given = conninfo_to_dict(self.url)
+        defaults = {k: v for k, v in (("connect_timeout", max(1, round(self.connect_timeout))),
+                                      ("application_name", "literal-firewall"))
+                    if k not in given}
+        conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, **defaults)
         conn.execute("SET TIME ZONE 'UTC'")  # created_at reads back as UTC, as written
         self._conn, self._pid = conn, os.getpid()
         return conn
@@ -160,6 +164,8 @@ class PostgresAuditLog:
         if isinstance(exc, psycopg.OperationalError) and not state:
             reason = (f"cannot reach the server; check the URL ({DB_ENV} or --audit-db), that "
                       f"the server runs and that it accepts this user")
+        elif isinstance(exc, psycopg.ProgrammingError) and not state:
+            reason = "the URL is not a valid PostgreSQL URL (postgresql://USER@HOST/DATABASE)"
         elif isinstance(exc, pg_errors.UniqueViolation) and \
                 exc.diag.constraint_name == "records_id_key":
             reason = "a record with this id is already in the log"

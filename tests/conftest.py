@@ -65,7 +65,8 @@ def postgres_server():
     if not (initdb and pg_ctl):
         unavailable("initdb/pg_ctl not found")
     as_user: list[str] = []
-    root = tempfile.mkdtemp(prefix="fw-pg-")  # short: a unix socket path is at most ~100 bytes
+    # short: a unix socket path is at most ~100 bytes, and TMPDIR may be long
+    root = tempfile.mkdtemp(prefix="fw-pg-", dir="/tmp" if os.path.isdir("/tmp") else None)
     if os.geteuid() == 0:
         import pwd
 

@@ -178,6 +178,12 @@ def test_a_connection_the_server_dropped_is_replaced_without_losing_the_record(p
     assert [r.compaction for r in log.export()] == [1, 2]
 
 
+def test_a_malformed_url_is_named_as_such(tmp_path):
+    with pytest.raises(AuditError, match="not a valid PostgreSQL URL") as err:
+        PostgresAuditLog("postgresql://fw:hunter2@/db?hots=x", key=KEY)
+    assert "hunter2" not in str(err.value)
+
+
 def test_a_duplicate_record_id_is_named(postgres_url):
     log = PostgresAuditLog(postgres_url, key=KEY)
     record = make_record()
