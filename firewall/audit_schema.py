@@ -28,7 +28,7 @@ Statement = str | Dialects
 
 def _records(seq: str, created_at: str, integer: str, flag: str) -> str:
     return f"""CREATE TABLE records (
-            seq {seq},                          -- write order
+            seq {seq},                          -- write order; stable across VACUUM
             id TEXT NOT NULL UNIQUE,
             conversation_id TEXT NOT NULL,
             compaction INTEGER NOT NULL,
@@ -44,7 +44,8 @@ def _records(seq: str, created_at: str, integer: str, flag: str) -> str:
             outcome TEXT NOT NULL,
             error TEXT,
             placeholders {flag} NOT NULL,
-            json TEXT NOT NULL                  -- the AuditRecord (its literals: see below)
+            json TEXT NOT NULL                  -- the AuditRecord but its literals (their rows
+                                                -- hold them; older SQLite records: both)
         )"""
 
 

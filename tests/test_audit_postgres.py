@@ -63,6 +63,15 @@ def test_a_url_in_the_option_or_the_env_var_opens_the_postgres_log(postgres_url,
     assert isinstance(log, PostgresAuditLog) and log.key == FLEET_KEY.encode()
 
 
+def test_without_psycopg_a_url_says_which_extra_to_install():
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from firewall.audit import open_audit_log\n"
+            "try:\n    open_audit_log('postgresql://fw@/db')\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("AuditError") and "literal-firewall[postgres]" in out.stdout
+
+
 # --------------------------------------------------------------------------- the fleet key
 
 
