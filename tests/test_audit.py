@@ -258,6 +258,9 @@ def test_open_audit_log_picks_the_sink(monkeypatch, tmp_path):
     assert isinstance(open_audit_log(tmp_path / "a.jsonl"), JSONLAuditLog)
     assert isinstance(open_audit_log(str(tmp_path / "a.sqlite")), SQLiteAuditLog)
     assert isinstance(open_audit_log(":memory:"), MemoryAuditLog)
+    # the env var names a log as --audit-db does: a .jsonl path is a JSON-lines log
+    monkeypatch.setenv(audit.DB_ENV, str(tmp_path / "from-env.jsonl"))
+    assert isinstance(open_audit_log(None), JSONLAuditLog)
 
 
 # --------------------------------------------------------------------------- SQLite storage
@@ -416,18 +419,23 @@ def _write_many(spec: str, worker: int, count: int) -> None:
 
 
 def _die_mid_write(spec: str, inside: multiprocessing.synchronize.Event) -> None:
-    # The record's row and literal rows are sent; the writer is killed (-9) before COMMIT.
+    # A stream of records: at the third, its row and literal rows are sent and the writer is
+    # killed (-9) before COMMIT.
+    module = audit
+    if spec.startswith("postgresql://"):
+        from firewall import audit_pg as module
+    insert_attempts = module._insert_attempts
+
     def stall(conn, record):
+        if record.compaction < 4:
+            return insert_attempts(conn, record)
         inside.set()
         time.sleep(120)
 
-    if spec.startswith("postgresql://"):
-        from firewall import audit_pg
-
-        audit_pg._insert_attempts = stall
-    else:
-        audit._insert_attempts = stall
-    open_log(spec).write(make_record(compaction=2))
+    module._insert_attempts = stall
+    log = open_log(spec)
+    for number in (2, 3, 4):
+        log.write(make_record(compaction=number))
 
 
 def test_concurrent_writers(shared_log):
@@ -464,15 +472,15 @@ def test_process_killed_mid_write_leaves_no_half_record(shared_log):
     child.join(30)
     assert child.exitcode == -signal.SIGKILL
 
-    assert [r.id for r in log.export()] == [kept.id]
-    assert _row_counts(shared_log) == (1, 2, 1)
+    assert [r.compaction for r in log.export()] == [1, 2, 3]  # the third record: no trace
+    assert _row_counts(shared_log) == (3, 6, 3)
     if not shared_log.startswith("postgresql://"):
         with sqlite3.connect(shared_log) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # the dead writer's lock did not outlive it, nor did the number it had claimed
     log.write(make_record(compaction=log.next_compaction_number("conv-1")))
-    assert [r.compaction for r in log.export()] == [1, 2]
-    assert log.next_compaction_number("conv-1") == 3
+    assert [r.compaction for r in log.export()] == [1, 2, 3, 4]
+    assert log.next_compaction_number("conv-1") == 5
 
 
 # --------------------------------------------------------------------------- the idle connection
