@@ -42,6 +42,7 @@ from .errors import AuditError
 _MIGRATION_LOCK = 0x6C66_6175_6469_74  # "lfaudit"
 _KEY_CHECK_TEXT = "literal-firewall audit key check"
 _PAGE = 500  # records read per query by export
+_COPY_BATCH = 100  # records copied per transaction: one commit (one WAL sync) for many
 T = TypeVar("T")
 
 
@@ -221,26 +222,34 @@ class PostgresAuditLog:
         """Write one record in one transaction. Its compaction number is unique in its
         conversation: if another writer took it meanwhile, the record (and ``record``) gets
         the next free one."""
-        written = self._insert(_redacted(record, self.key), skip_present=False)
+        (written,) = self._insert([_redacted(record, self.key)], skip_present=False)
         assert written is not None
         record.compaction = written.compaction
 
-    def _insert(self, record: AuditRecord, *, skip_present: bool) -> AuditRecord | None:
-        """``record`` as written (with its number), or ``None`` if ``skip_present`` and a
-        record with its id is there already."""
-        def body(conn: psycopg.Connection[Any]) -> AuditRecord | None:
-            if skip_present and conn.execute("SELECT 1 FROM records WHERE id = %s",
-                                             (record.id,)).fetchone():
-                return None
-            number = _claim_number(conn, record.conversation_id, record.compaction)
-            written = record.model_copy(update={"compaction": number}) \
-                if number != record.compaction else record
-            _insert_record(conn, written)
-            _insert_literals(conn, written)
-            _insert_attempts(conn, written)
-            return written
+    def _insert(self, records: list[AuditRecord], *,
+                skip_present: bool) -> list[AuditRecord | None]:
+        """Write ``records`` in one transaction: each as written (with its number), or
+        ``None`` if ``skip_present`` and a record with its id is there already."""
+        def body(conn: psycopg.Connection[Any]) -> list[AuditRecord | None]:
+            present = {row["id"] for row in conn.execute(
+                "SELECT id FROM records WHERE id = ANY(%s)",
+                ([r.id for r in records],))} if skip_present else set()
+            out: list[AuditRecord | None] = []
+            for record in records:
+                if record.id in present:
+                    out.append(None)
+                    continue
+                number = _claim_number(conn, record.conversation_id, record.compaction)
+                written = record.model_copy(update={"compaction": number}) \
+                    if number != record.compaction else record
+                _insert_record(conn, written)
+                _insert_literals(conn, written)
+                _insert_attempts(conn, written)
+                present.add(record.id)  # a source may repeat a record (a JSONL log can)
+                out.append(written)
+            return out
 
-        return self._run("writing a record", body)
+        return self._run("writing a record" if len(records) == 1 else "copying records", body)
 
     # -- reading
 
@@ -312,6 +321,7 @@ class PostgresAuditLog:
 
         Idempotent: a record whose id is here already is skipped, so an interrupted copy is
         simply run again. A record whose compaction number is taken here gets the next free one.
+        Records go in by transactions of ``_COPY_BATCH``: a batch is written whole or not at all.
 
         Hashes: a sensitive literal is stored only as its keyed hash, which cannot be re-keyed
         (its value is gone). So hashes are carried as they are, which is right only if the
@@ -332,16 +342,25 @@ class PostgresAuditLog:
                     f"{KEY_ENV} set to the source's key (a SQLite log's is its installation's "
                     f"`key` file) if it is, or will be, the fleet's key; else pass --rekey "
                     f"(kept values are hashed again; secrets stay findable only with the old key)")
+        batch: list[AuditRecord] = []
+
+        def flush() -> None:
+            for record, written in zip(batch, self._insert(batch, skip_present=True)):
+                report.present += written is None
+                report.copied += written is not None
+                report.renumbered += written is not None and \
+                    written.compaction != record.compaction
+            batch.clear()
+
         for record in source.export():
             if rekey and _hashed_elsewhere(record, self.key):
                 record, secrets = _rekeyed(record, self.key)
                 report.foreign_secrets += secrets
-            written = self._insert(record, skip_present=True)
-            if written is None:
-                report.present += 1
-                continue
-            report.copied += 1
-            report.renumbered += written.compaction != record.compaction
+            batch.append(record)
+            if len(batch) == _COPY_BATCH:
+                flush()
+        if batch:
+            flush()
         return report
 
 

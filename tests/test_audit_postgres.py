@@ -252,6 +252,21 @@ def test_copy_moves_every_record_once_and_renumbers_taken_numbers(postgres_url, 
     assert code == 0 and records[0].id[:12] in out
 
 
+@pytest.mark.parametrize("batch", [4, 100])  # the repeat in a later batch, in the same one
+def test_copy_from_a_jsonl_log_that_repeats_a_record_writes_it_once(postgres_url, tmp_path,
+                                                                    monkeypatch, batch):
+    import firewall.audit_pg as audit_pg
+
+    source = audit.JSONLAuditLog(tmp_path / "old.jsonl", key=KEY)
+    records = [make_record(compaction=n) for n in range(1, 6)]
+    for record in [*records, records[1]]:  # a line appended twice
+        source.write(record)
+    fleet = PostgresAuditLog(postgres_url, key=KEY)
+    monkeypatch.setattr(audit_pg, "_COPY_BATCH", batch)
+    assert str(fleet.copy_from(source)) == "copied 5 record(s); 1 already there; 0 renumbered"
+    assert [r.id for r in fleet.export()] == [r.id for r in records]
+
+
 def test_copy_refuses_hashes_under_another_key_unless_rekeyed(postgres_url, tmp_path, capsys,
                                                               monkeypatch):
     laptop = b"the-laptop-installation-key"
