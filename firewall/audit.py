@@ -37,12 +37,16 @@ import platformdirs
 from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
                       model_validator)
 
+# the schema and its migrations, shared with the PostgreSQL log
+from .audit_schema import (LITERAL_COLUMNS, MIGRATIONS, NUMBER_TAKEN, SUMMARY_COLUMNS,
+                           migrations)
 from .errors import AuditError
 from .turns import Role
 
 APP_NAME = "literal-firewall"
 DB_ENV = "FIREWALL_AUDIT_DB"
 KEY_ENV = "FIREWALL_AUDIT_KEY"
+KEY_FILE_ENV = "FIREWALL_AUDIT_KEY_FILE"  # for a shared (PostgreSQL) log: see shared_key
 HASH_PREFIX = "hmac:"  # how a sensitive value is written where a value would otherwise go
 
 # What each status of a literal means; a literal of a record has exactly one. Reports and
@@ -90,6 +94,32 @@ def installation_key() -> bytes:
     if not key:
         raise AuditError(f"audit key {path} is empty: delete it (a new one is created) "
                          f"or set {KEY_ENV}")
+    return key.encode()
+
+
+def shared_key() -> bytes:
+    """The HMAC key of a log shared by many machines (PostgreSQL): ``FIREWALL_AUDIT_KEY``, else
+    the file named by ``FIREWALL_AUDIT_KEY_FILE``. Never created here, and never stored in the
+    log: a key made up on one machine would hash the same secret differently from the others,
+    and ``audit literal`` would silently miss it."""
+    env = os.environ.get(KEY_ENV, "").strip()
+    if env:
+        return env.encode()
+    name = os.environ.get(KEY_FILE_ENV, "").strip()
+    if not name:
+        raise AuditError(
+            f"a shared audit log needs the key its writers hash secrets with, the same on every "
+            f"machine and kept outside the database: set {KEY_ENV} to it, or {KEY_FILE_ENV} to "
+            f"a file holding it (make one with: python -c 'import secrets; "
+            f"print(secrets.token_hex(32))')")
+    path = Path(name).expanduser()
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise AuditError(f"audit key file {path} ({KEY_FILE_ENV}) cannot be read: "
+                         f"{exc.strerror or exc}") from exc
+    if not key:
+        raise AuditError(f"audit key file {path} ({KEY_FILE_ENV}) is empty")
     return key.encode()
 
 
@@ -509,88 +539,6 @@ def _last_byte(path: Path) -> bytes:
 
 # --------------------------------------------------------------------------- SQLite
 
-NUMBER_TAKEN = "compaction number already taken in this conversation"
-
-# Plain numbered migrations, applied in order and recorded in _migrations (as simonw/llm does).
-# Never edit one that has shipped: append a new one. (records.json has since held the record
-# without its literals, which the literals rows hold: see ``_record``.)
-MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
-    ("m001_initial", (
-        """CREATE TABLE records (
-            seq INTEGER PRIMARY KEY,            -- write order; stable across VACUUM
-            id TEXT NOT NULL UNIQUE,
-            conversation_id TEXT NOT NULL,
-            compaction INTEGER NOT NULL,
-            created_at TEXT NOT NULL,           -- UTC ISO 8601
-            policy TEXT NOT NULL,
-            vendor_path TEXT NOT NULL,
-            span_first INTEGER,
-            span_last INTEGER,
-            turns_compacted INTEGER NOT NULL,
-            tokens_before INTEGER NOT NULL,
-            tokens_after INTEGER NOT NULL,
-            ledger_tokens INTEGER NOT NULL,
-            outcome TEXT NOT NULL,
-            error TEXT,
-            placeholders INTEGER NOT NULL,
-            json TEXT NOT NULL                  -- the whole AuditRecord; the source of truth
-        )""",
-        "CREATE INDEX records_conversation ON records (conversation_id, compaction)",
-        """CREATE TABLE literals (
-            record_id TEXT NOT NULL REFERENCES records (id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            value TEXT,                         -- NULL when sensitive
-            value_hash TEXT NOT NULL,
-            rule TEXT NOT NULL,
-            role TEXT NOT NULL,
-            turn INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            in_summary INTEGER NOT NULL,
-            in_ledger INTEGER NOT NULL,
-            in_tail INTEGER NOT NULL,
-            sensitive INTEGER NOT NULL,
-            detail TEXT,
-            PRIMARY KEY (record_id, position)
-        )""",
-        "CREATE INDEX literals_value_hash ON literals (value_hash)",
-        "CREATE INDEX literals_value ON literals (value)",
-        """CREATE TABLE attempts (
-            record_id TEXT NOT NULL REFERENCES records (id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            number INTEGER NOT NULL,
-            summarizer TEXT NOT NULL,
-            model TEXT,
-            present INTEGER,
-            missing INTEGER,
-            mutated INTEGER,
-            usage TEXT NOT NULL,                -- JSON object of token counts
-            error TEXT,
-            duration_ms REAL NOT NULL,
-            PRIMARY KEY (record_id, position)
-        )""",
-    )),
-    # A compaction number is unique within its conversation. Numbers are chosen before the
-    # summarizer runs, so processes compacting one conversation at once could pick the same
-    # one; the trigger refuses a taken number and ``write`` renumbers inside its transaction.
-    # A trigger rather than a UNIQUE index: logs written before it may already hold
-    # duplicates, which stay as they were recorded.
-    ("m002_unique_compaction_numbers", (
-        f"""CREATE TRIGGER records_compaction_unique BEFORE INSERT ON records
-        WHEN EXISTS (SELECT 1 FROM records WHERE conversation_id = NEW.conversation_id
-                     AND compaction = NEW.compaction)
-        BEGIN SELECT RAISE(ABORT, '{NUMBER_TAKEN}'); END""",
-    )),
-    ("m003_literal_mixed_script", (
-        "ALTER TABLE literals ADD COLUMN mixed_script INTEGER NOT NULL DEFAULT 0",
-    )),
-]
-
-_LITERAL_COLUMNS = ("value", "value_hash", "rule", "role", "turn", "status", "in_summary",
-                    "in_ledger", "in_tail", "sensitive", "detail", "mixed_script")
-_SUMMARY_COLUMNS = ("id", "conversation_id", "compaction", "created_at", "policy", "vendor_path",
-                    "outcome", "turns_compacted", "tokens_before", "tokens_after", "ledger_tokens")
-
-
 # Logs holding an idle connection. Every one is closed before os.fork: a child must not inherit
 # an open SQLite connection (SQLite's per-process lock bookkeeping would be wrong there, and a
 # child's own connections to the file would skip locks it does not hold).
@@ -802,7 +750,7 @@ class SQLiteAuditLog(_Keyed):
                         f"audit log {self.path}: written by a newer literal-firewall (migrations "
                         f"{', '.join(sorted(unknown))}); upgrade literal-firewall or set "
                         f"{DB_ENV} to another file")
-                for name, statements in MIGRATIONS:
+                for name, statements in migrations("sqlite"):
                     if name in applied:
                         continue
                     for statement in statements:
@@ -854,7 +802,7 @@ class SQLiteAuditLog(_Keyed):
             where, params = "WHERE conversation_id = ?", [conversation_id]
         with self._connect("listing records", read=True) as conn:
             rows = conn.execute(
-                f"SELECT {', '.join(_SUMMARY_COLUMNS)} FROM records {where} "
+                f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM records {where} "
                 f"ORDER BY seq DESC LIMIT ?", [*params, -1 if limit is None else limit]).fetchall()
             return self._summaries(conn, rows)
 
@@ -870,13 +818,13 @@ class SQLiteAuditLog(_Keyed):
         value_hash = literal_hash(value, self._key())
         with self._connect("searching literals", read=True) as conn:
             rows = conn.execute(
-                f"SELECT {', '.join('l.' + c for c in _LITERAL_COLUMNS)}, "
-                f"{', '.join('r.' + c for c in _SUMMARY_COLUMNS)} "
+                f"SELECT {', '.join('l.' + c for c in LITERAL_COLUMNS)}, "
+                f"{', '.join('r.' + c for c in SUMMARY_COLUMNS)} "
                 "FROM literals l JOIN records r ON r.id = l.record_id "
                 "WHERE l.value_hash = ? OR l.value = ? ORDER BY r.seq, l.position",
                 (value_hash, escape_surrogates(value))).fetchall()
             summaries = {s.id: s for s in self._summaries(conn, rows)}
-        return [(summaries[row["id"]], LiteralOutcome(**{c: row[c] for c in _LITERAL_COLUMNS}))
+        return [(summaries[row["id"]], LiteralOutcome(**{c: row[c] for c in LITERAL_COLUMNS}))
                 for row in rows]
 
     def export(self) -> Iterator[AuditRecord]:
@@ -902,7 +850,7 @@ class SQLiteAuditLog(_Keyed):
                     f"WHERE record_id IN ({marks}) GROUP BY record_id, status", ids):
                 counts[rid][status] = n
         first = {row["id"]: row for row in reversed(rows)}
-        return [RecordSummary(**{c: first[i][c] for c in _SUMMARY_COLUMNS}, statuses=counts[i])
+        return [RecordSummary(**{c: first[i][c] for c in SUMMARY_COLUMNS}, statuses=counts[i])
                 for i in ids]
 
 
@@ -936,19 +884,19 @@ def _record(conn: sqlite3.Connection, text: str) -> AuditRecord:
     data = json.loads(text)
     if "literals" not in data:
         data["literals"] = [
-            {c: row[c] for c in _LITERAL_COLUMNS} for row in conn.execute(
-                f"SELECT {', '.join(_LITERAL_COLUMNS)} FROM literals WHERE record_id = ? "
+            {c: row[c] for c in LITERAL_COLUMNS} for row in conn.execute(
+                f"SELECT {', '.join(LITERAL_COLUMNS)} FROM literals WHERE record_id = ? "
                 "ORDER BY position", (data["id"],))]
     return AuditRecord.model_validate(data)
 
 
-_literal_row = operator.attrgetter(*_LITERAL_COLUMNS)  # one C call per row, not 11 getattrs
+_literal_row = operator.attrgetter(*LITERAL_COLUMNS)  # one C call per row, not 11 getattrs
 
 
 def _insert_literals(conn: sqlite3.Connection, record: AuditRecord) -> None:
     conn.executemany(
-        f"INSERT INTO literals (record_id, position, {', '.join(_LITERAL_COLUMNS)}) "
-        f"VALUES (?, ?{', ?' * len(_LITERAL_COLUMNS)})",
+        f"INSERT INTO literals (record_id, position, {', '.join(LITERAL_COLUMNS)}) "
+        f"VALUES (?, ?{', ?' * len(LITERAL_COLUMNS)})",
         [(record.id, i, *_literal_row(lit)) for i, lit in enumerate(record.literals)])
 
 
@@ -962,13 +910,36 @@ def _insert_attempts(conn: sqlite3.Connection, record: AuditRecord) -> None:
          for i, a in enumerate(record.attempts)])
 
 
+DATABASE_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_database_url(spec: object) -> bool:
+    """Is ``spec`` a database server's URL (a shared log) rather than a file?"""
+    return isinstance(spec, str) and spec.lower().startswith(DATABASE_SCHEMES)
+
+
+def audit_db_spec(spec: str | os.PathLike[str] | None) -> str | os.PathLike[str] | None:
+    """The log ``spec`` names: itself, else ``FIREWALL_AUDIT_DB``, else None (the default)."""
+    return spec if spec is not None else (os.environ.get(DB_ENV) or None)
+
+
 def open_audit_log(spec: str | os.PathLike[str] | None = None) -> AuditLog:
-    """``None`` → the default SQLite log; ``":memory:"`` → ``MemoryAuditLog``; a path ending in
-    ``.jsonl`` → ``JSONLAuditLog``; any other path → ``SQLiteAuditLog``. Raises ``AuditError``
-    when the log cannot be opened: to read a log, that is the answer; to write compactions
-    to one, use ``open_audit_sink``."""
+    """The one place a log is chosen. ``None`` → ``FIREWALL_AUDIT_DB``, else the default SQLite
+    log; ``postgresql://...`` → ``PostgresAuditLog`` (the ``postgres`` extra, imported only
+    then); ``":memory:"`` → ``MemoryAuditLog``; a path ending in ``.jsonl`` →
+    ``JSONLAuditLog``; any other path → ``SQLiteAuditLog``. Raises ``AuditError`` when the log
+    cannot be opened: to read a log, that is the answer; to write compactions to one, use
+    ``open_audit_sink``."""
+    spec = audit_db_spec(spec)
     if spec is None:
         return SQLiteAuditLog()
+    if is_database_url(spec):
+        try:
+            from .audit_pg import PostgresAuditLog
+        except ImportError as exc:
+            raise AuditError(f"a PostgreSQL audit log needs psycopg 3: pip install "
+                             f"'literal-firewall[postgres]' ({exc})") from exc
+        return PostgresAuditLog(str(spec))
     if str(spec) == ":memory:":
         return MemoryAuditLog()
     path = Path(spec).expanduser()
@@ -990,8 +961,6 @@ class DeferredAuditLog:
     cause is fixed) or raises the ``AuditError`` that says why not: a compaction still
     returns its context and reports the failure in ``audit_error``, as for a failed write."""
 
-    key: bytes | None = None  # the opened log's key: the installation key
-
     def __init__(self, spec: str | os.PathLike[str] | None, error: AuditError) -> None:
         self.spec, self.error = spec, error
         self._log: AuditLog | None = None
@@ -999,6 +968,14 @@ class DeferredAuditLog:
 
     def __repr__(self) -> str:
         return f"DeferredAuditLog({self.spec!r}, not open: {self.error})"
+
+    @property
+    def key(self) -> bytes | None:
+        """The key the log hashes with once open (``None``: the installation key), so records
+        hashed before it opens are found in it: a shared log's is known without opening it."""
+        if self._log is not None:
+            return getattr(self._log, "key", None)
+        return shared_key() if is_database_url(audit_db_spec(self.spec)) else None
 
     def opened(self) -> AuditLog:
         with self._lock:
@@ -1033,6 +1010,6 @@ class DeferredAuditLog:
 __all__ = [
     "Attempt", "AuditLog", "AuditRecord", "AuditSink", "DeferredAuditLog", "JSONLAuditLog",
     "LiteralOutcome", "MemoryAuditLog", "Outcome", "PackRef", "RecordSummary", "SQLiteAuditLog",
-    "Status", "VerdictSummary", "default_db_path", "installation_key", "literal_hash",
-    "open_audit_log", "open_audit_sink",
+    "Status", "VerdictSummary", "default_db_path", "installation_key", "is_database_url",
+    "literal_hash", "open_audit_log", "open_audit_sink", "shared_key",
 ]

@@ -430,14 +430,39 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def _missing_audit_log(args: argparse.Namespace) -> str | None:
     """The audit log's path when it does not exist yet, else None."""
+    return _missing_log_file(args.audit_db)
+
+
+def _missing_log_file(spec: str | None) -> str | None:
+    """The path of the log file ``spec`` names when it does not exist yet, else None (a
+    database server's log exists as soon as it can be opened)."""
     from pathlib import Path
 
-    from .audit import default_db_path
+    from .audit import audit_db_spec, default_db_path, is_database_url
 
-    if args.audit_db == ":memory:":
+    spec = audit_db_spec(spec)
+    if spec == ":memory:" or is_database_url(spec):
         return None
-    path = Path(args.audit_db).expanduser() if args.audit_db else default_db_path()
+    path = Path(spec).expanduser() if spec else default_db_path()
     return None if path.exists() else str(path)
+
+
+def cmd_audit_copy(args: argparse.Namespace) -> int:
+    """``audit copy SRC DST``: every record of a log into a PostgreSQL one (see
+    ``PostgresAuditLog.copy_from``: idempotent, hashes carried only under the same key)."""
+    from .audit import is_database_url, open_audit_log
+
+    if not is_database_url(args.dst):
+        sys.stderr.write(f"firewall: audit copy: {args.dst!r} is not a postgresql:// URL; "
+                         f"copy into a PostgreSQL log (a file log is copied with cp)\n")
+        return EXIT_USAGE
+    missing = _missing_log_file(args.src)
+    if missing is not None:
+        sys.stderr.write(f"firewall: audit copy: no audit log at {missing}\n")
+        return EXIT_USAGE
+    report = open_audit_log(args.dst).copy_from(open_audit_log(args.src), rekey=args.rekey)
+    _out(f"audit copy: {report}")
+    return EXIT_OK
 
 
 def _render_record(record: Any) -> str:
@@ -482,9 +507,10 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_audit_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--audit-db", metavar="PATH",
-                        help="audit log: SQLite file, or .jsonl (default: $FIREWALL_AUDIT_DB, "
-                             "else the per-user state folder)")
+    parser.add_argument("--audit-db", metavar="PATH_OR_URL",
+                        help="audit log: SQLite file, .jsonl, or postgresql://... shared by "
+                             "many machines (the postgres extra; key: $FIREWALL_AUDIT_KEY) "
+                             "(default: $FIREWALL_AUDIT_DB, else the per-user state folder)")
     if parser.prog.split()[-1] == "compact":
         parser.add_argument("--no-audit", action="store_true", help="write no audit record")
 
@@ -626,6 +652,15 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     for command in (listing, show, literal, export):
         _add_audit_options(command)
         command.set_defaults(func=cmd_audit)
+    copy = audit_sub.add_parser(
+        "copy", help="copy every record of a log into a PostgreSQL log (run again: it "
+                     "skips what is there)")
+    copy.add_argument("src", metavar="SRC", help="the log to read: SQLite file, .jsonl or URL")
+    copy.add_argument("dst", metavar="DST", help="the PostgreSQL log: postgresql://...")
+    copy.add_argument("--rekey", action="store_true",
+                      help="SRC was hashed under another key: hash kept values again under "
+                           "DST's; sensitive ones (stored only as hashes) keep SRC's")
+    copy.set_defaults(func=cmd_audit_copy)
 
     rules = sub.add_parser("rules", help="test, lint and list rule packs")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)

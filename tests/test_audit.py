@@ -6,8 +6,11 @@ import gc
 import multiprocessing
 import os
 import json
+import multiprocessing.synchronize
+import signal
 import sqlite3
 import stat
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -68,14 +71,33 @@ def make_record(conversation_id: str = "conv-1", compaction: int = 1,
     return AuditRecord(**{**base, **fields})
 
 
-@pytest.fixture(params=["sqlite", "jsonl", "memory"])
+@pytest.fixture(params=["sqlite", "jsonl", "memory", "postgres"])
 def log(request, tmp_path):
     """Every query must behave the same on every log."""
     return {
         "sqlite": lambda: SQLiteAuditLog(tmp_path / "audit.db", key=KEY),
         "jsonl": lambda: JSONLAuditLog(tmp_path / "audit.jsonl", key=KEY),
         "memory": lambda: MemoryAuditLog(key=KEY),
+        "postgres": lambda: open_log(request.getfixturevalue("postgres_url")),
     }[request.param]()
+
+
+def open_log(spec: str):
+    """A shared-store log (what several processes write at once): a SQLite file or a
+    PostgreSQL URL."""
+    if spec.startswith("postgresql://"):
+        from firewall.audit_pg import PostgresAuditLog
+
+        return PostgresAuditLog(spec, key=KEY)
+    return SQLiteAuditLog(spec, key=KEY)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_log(request, tmp_path) -> str:
+    """Where several processes write one log: a SQLite file, a PostgreSQL database."""
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_url")
+    return str(tmp_path / "audit.db")
 
 
 # --------------------------------------------------------------------------- queries (all logs)
@@ -137,7 +159,7 @@ def test_get_unknown_or_ambiguous_id(log):
         log.get("ff")
 
 
-def test_sensitive_literal_found_by_hash_never_stored_in_clear(log, tmp_path):
+def test_sensitive_literal_found_by_hash_never_stored_in_clear(log, tmp_path, request):
     careless = Attempt(number=1, summarizer="anthropic", duration_ms=1.0,
                        # a caller that forgot to hash the secret in the verdict lists
                        verdict=VerdictSummary(present=0, missing=1, mutated=0,
@@ -152,7 +174,10 @@ def test_sensitive_literal_found_by_hash_never_stored_in_clear(log, tmp_path):
     stored = log.get(record.id)
     assert stored.attempts[0].verdict.missing_values == ["hmac:" + literal_hash(SECRET, KEY)]
     assert SECRET not in stored.model_dump_json()
-    for path in tmp_path.rglob("*"):  # the db, its WAL, the JSONL file: every byte on disk
+    on_disk = [tmp_path]  # the db, its WAL, the JSONL file, the server's files: every byte
+    if "postgres_server" in request.fixturenames:
+        on_disk.append(Path(request.getfixturevalue("postgres_server")[1]))
+    for path in (p for folder in on_disk for p in folder.rglob("*")):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path.name
 
@@ -233,6 +258,9 @@ def test_open_audit_log_picks_the_sink(monkeypatch, tmp_path):
     assert isinstance(open_audit_log(tmp_path / "a.jsonl"), JSONLAuditLog)
     assert isinstance(open_audit_log(str(tmp_path / "a.sqlite")), SQLiteAuditLog)
     assert isinstance(open_audit_log(":memory:"), MemoryAuditLog)
+    # the env var names a log as --audit-db does: a .jsonl path is a JSON-lines log
+    monkeypatch.setenv(audit.DB_ENV, str(tmp_path / "from-env.jsonl"))
+    assert isinstance(open_audit_log(None), JSONLAuditLog)
 
 
 # --------------------------------------------------------------------------- SQLite storage
@@ -254,7 +282,7 @@ def test_a_log_written_before_the_mixed_script_column_is_upgraded_in_place(tmp_p
     path = tmp_path / "audit.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-        for statement in dict(audit.MIGRATIONS)["m001_initial"]:
+        for statement in dict(audit.migrations("sqlite"))["m001_initial"]:
             conn.execute(statement)
         conn.execute("INSERT INTO _migrations VALUES ('m001_initial', 'x')")
     log = SQLiteAuditLog(path, key=KEY)
@@ -362,66 +390,97 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
     assert _row_counts(tmp_path / "audit.db") == (0, 0, 0)
 
 
-def _row_counts(path: Path) -> tuple[int, int, int]:
-    with sqlite3.connect(path) as conn:
-        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                     for table in ("records", "literals", "attempts"))
+def _row_counts(spec: str | Path) -> tuple[int, int, int]:
+    """Rows in each table, read with the database's own client (not through the log)."""
+    tables = ("records", "literals", "attempts")
+    if str(spec).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(spec)) as conn:
+            return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+    with sqlite3.connect(spec) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
 
 
 # --------------------------------------------------------------------------- multiple processes
 # Child targets live at module level so that spawn can import them.
 
 
-def _write_many(path: str, worker: int, count: int) -> None:
-    log = SQLiteAuditLog(path, key=KEY)
+def _write_many(spec: str, worker: int, count: int) -> None:
+    log = open_log(spec)
     for n in range(1, count + 1):
         log.write(make_record(conversation_id=f"worker-{worker}", compaction=n,
                               literals=[outcome(f"INV-{worker}-{n}"), outcome(f"ORD-{worker}-{n}"),
                                         outcome(SECRET, "reinjected", sensitive=True)]))
+        # one conversation every worker compacts at once: each picks the next number it
+        # sees, as the guard does, and several pick the same one
+        log.write(make_record(conversation_id="shared", literals=[outcome(f"INV-{worker}-{n}")],
+                              compaction=log.next_compaction_number("shared")))
 
 
-def _die_mid_write(path: str) -> None:
-    # Literal and record rows are inserted; the process dies before COMMIT.
-    audit._insert_attempts = lambda conn, record: os._exit(7)
-    SQLiteAuditLog(path, key=KEY).write(make_record(conversation_id="doomed"))
+def _die_mid_write(spec: str, inside: multiprocessing.synchronize.Event) -> None:
+    # A stream of records: at the third, its row and literal rows are sent and the writer is
+    # killed (-9) before COMMIT.
+    module = audit
+    if spec.startswith("postgresql://"):
+        from firewall import audit_pg as module
+    insert_attempts = module._insert_attempts
+
+    def stall(conn, record):
+        if record.compaction < 4:
+            return insert_attempts(conn, record)
+        inside.set()
+        time.sleep(120)
+
+    module._insert_attempts = stall
+    log = open_log(spec)
+    for number in (2, 3, 4):
+        log.write(make_record(compaction=number))
 
 
-def test_concurrent_writers(tmp_path):
-    path = tmp_path / "audit.db"
-    SQLiteAuditLog(path)  # migrate once, so the race is on writes, not on m001
-    workers = [MP.Process(target=_write_many, args=(str(path), w, 50)) for w in range(4)]
+def test_concurrent_writers(shared_log):
+    open_log(shared_log)  # migrate once, so the race is on writes, not on m001
+    workers = [MP.Process(target=_write_many, args=(shared_log, w, 50)) for w in range(4)]
     for p in workers:
         p.start()
     for p in workers:
-        p.join(30)
+        p.join(120)
     assert [p.exitcode for p in workers] == [0, 0, 0, 0]
 
-    log = SQLiteAuditLog(path, key=KEY)
+    log = open_log(shared_log)
     records = list(log.export())
-    assert len(records) == 200
-    assert _row_counts(path) == (200, 600, 200)  # every record is whole
+    assert len(records) == 400
+    assert _row_counts(shared_log) == (400, 800, 400)  # every record is whole
     for w in range(4):
         assert log.next_compaction_number(f"worker-{w}") == 51
+    # unique and contiguous where the writers raced for numbers
+    assert sorted(r.compaction for r in records if r.conversation_id == "shared") == \
+        list(range(1, 201))
     assert len(log.find_literal(SECRET)) == 200
 
 
-def test_process_killed_mid_write_leaves_no_half_record(tmp_path):
-    path = tmp_path / "audit.db"
-    log = SQLiteAuditLog(path, key=KEY)
+def test_process_killed_mid_write_leaves_no_half_record(shared_log):
+    log = open_log(shared_log)
     kept = make_record()
     log.write(kept)
 
-    child = MP.Process(target=_die_mid_write, args=(str(path),))
+    inside = MP.Event()
+    child = MP.Process(target=_die_mid_write, args=(shared_log, inside))
     child.start()
+    assert inside.wait(120), "the writer never reached its transaction"
+    os.kill(child.pid, signal.SIGKILL)
     child.join(30)
-    assert child.exitcode == 7
+    assert child.exitcode == -signal.SIGKILL
 
-    assert [r.id for r in log.export()] == [kept.id]
-    assert _row_counts(path) == (1, 2, 1)
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    log.write(make_record(compaction=2))  # the dead writer's lock did not outlive it
-    assert log.next_compaction_number("conv-1") == 3
+    assert [r.compaction for r in log.export()] == [1, 2, 3]  # the third record: no trace
+    assert _row_counts(shared_log) == (3, 6, 3)
+    if not shared_log.startswith("postgresql://"):
+        with sqlite3.connect(shared_log) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # the dead writer's lock did not outlive it, nor did the number it had claimed
+    log.write(make_record(compaction=log.next_compaction_number("conv-1")))
+    assert [r.compaction for r in log.export()] == [1, 2, 3, 4]
+    assert log.next_compaction_number("conv-1") == 5
 
 
 # --------------------------------------------------------------------------- the idle connection

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 
 from firewall.cli import build_parser, main
 
@@ -45,8 +46,17 @@ def test_scan_table(capsys):
     assert code == 0 and "INV-2025-08-44719" in out and "1 literal(s)" in out
 
 
-def test_compact_prints_context_and_records_the_audit(capsys, tmp_path):
-    db = str(tmp_path / "audit.db")
+@pytest.fixture(params=["sqlite", "postgres"])
+def audit_db(request, tmp_path, monkeypatch) -> str:
+    """An audit log for the CLI: a SQLite file, or a PostgreSQL URL (with the fleet key)."""
+    if request.param == "postgres":
+        monkeypatch.setenv("FIREWALL_AUDIT_KEY", "cli-test-fleet-key")
+        return request.getfixturevalue("postgres_url")
+    return str(tmp_path / "audit.db")
+
+
+def test_compact_prints_context_and_records_the_audit(capsys, audit_db):
+    db = audit_db
     code, out, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only",
                        "--keep-last", "1",
                        "--audit-db", db)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from firewall import Firewall
-from firewall.audit import MemoryAuditLog, SQLiteAuditLog, literal_hash
+from firewall.audit import MemoryAuditLog, literal_hash, open_audit_log
 from firewall.cli import main
 from firewall.extract import Extractor
 from firewall.packs import load_pack, load_packs
@@ -517,21 +517,23 @@ def test_a_turn_whose_scan_timed_out_is_never_sent(placeholders: bool, tmp_path:
 
 # -- 10. hostile bytes -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("audit", [None, ":memory:", "audit.db", "audit.jsonl"])
+@pytest.mark.parametrize("audit", [None, ":memory:", "audit.db", "audit.jsonl", "postgres"])
 def test_a_lone_surrogate_inside_a_secret_does_not_block_compaction(
-        audit: str | None, tmp_path: Path, packs: list[Any]) -> None:
+        audit: str | None, tmp_path: Path, packs: list[Any], request) -> None:
     broken = GITHUB[:20] + "\ud800" + GITHUB[21:]
     messages = [{"role": "user", "content": f"Use {INVOICE}, password: hunter2\udc00secret "
                                             f"and GITHUB_TOKEN={GITHUB} or {broken}"},
                 {"role": "assistant", "content": "ok"}]
     where = audit if audit in (None, ":memory:") else tmp_path / audit
+    if audit == "postgres":
+        where = request.getfixturevalue("postgres_url")
     for placeholders in (False, True):
         result = Firewall(packs, keep_last=1, audit=where, placeholders=placeholders).compact(
             messages, summarizer=ScriptedSummarizer([INVOICE]))
         assert result.compacted and result.audit_error is None
         assert any(o.sensitive for o in result.record.literals)
-    if audit == "audit.db":
-        assert len(SQLiteAuditLog(where).list()) == 2
+    if audit in ("audit.db", "postgres"):
+        assert len(open_audit_log(where).list()) == 2
 
 
 SURROGATE_ORDER = "ORD-77\ud80012"  # an ordinary literal, stored in clear, with a lone surrogate
@@ -546,12 +548,11 @@ def surrogate_conversation() -> list[dict[str, Any]]:
             {"role": "assistant", "content": "ok"}]
 
 
-@pytest.mark.parametrize("name", ["audit.db", "audit.jsonl"])
+@pytest.mark.parametrize("name", ["audit.db", "audit.jsonl", "postgres"])
 def test_a_lone_surrogate_in_an_ordinary_literal_is_recorded_escaped(
-        name: str, tmp_path: Path, packs: list[Any]) -> None:
-    from firewall.audit import open_audit_log
-
-    log = open_audit_log(tmp_path / name)
+        name: str, tmp_path: Path, packs: list[Any], request) -> None:
+    log = open_audit_log(request.getfixturevalue("postgres_url") if name == "postgres"
+                         else tmp_path / name)
     result = Firewall(packs, keep_last=1, audit=log).compact(
         surrogate_conversation(), summarizer=ScriptedSummarizer(["Looked it up."]))
     assert result.compacted and result.audit_error is None

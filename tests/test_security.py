@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from firewall import Firewall
-from firewall.audit import JSONLAuditLog, MemoryAuditLog, SQLiteAuditLog, literal_hash
+from firewall.audit import MemoryAuditLog, literal_hash
 from firewall.extract import Extractor
 from firewall.ledger import Ledger, find_blocks, is_plain, quote
 from firewall.literals import Literal
@@ -262,29 +262,36 @@ def audit_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")))
 
 
-@pytest.mark.parametrize("log_name", ["audit.db", "audit.jsonl"])
+@pytest.mark.parametrize("log_name", ["audit.db", "audit.jsonl", "postgres"])
 def test_audit_stores_sensitive_literals_hashed(tmp_path: Path, log_name: str,
-                                                packs: list[Any]) -> None:
-    path = tmp_path / log_name
-    fw = Firewall(packs, keep_last=2, audit=path)
+                                                packs: list[Any], request) -> None:
+    from firewall.audit import open_audit_log
+
+    if log_name == "postgres":  # every file of the server: tables, indexes, its WAL
+        target, data = request.getfixturevalue("postgres_url"), \
+            Path(request.getfixturevalue("postgres_server")[1])
+    else:
+        target = tmp_path / log_name
+    fw = Firewall(packs, keep_last=2, audit=target)
     # the password in a URL is covered by test_audit_hashes_literals_that_contain_a_secret
     result = fw.compact(conversation(url_password=False))  # the offline extractive summarizer
     assert result.compacted and result.audit_error is None
 
-    raw = audit_bytes(path)
+    raw = b"".join(p.read_bytes() for p in sorted(data.rglob("*")) if p.is_file()) \
+        if log_name == "postgres" else audit_bytes(target)
     assert INVOICE.encode() in raw  # ordinary literals are stored in clear
     for secret in SECRETS:
         for form in (secret, json.dumps(secret)[1:-1]):
             assert form.encode() not in raw, f"secret stored in clear in {log_name}"
-    log = SQLiteAuditLog(path) if log_name.endswith(".db") else JSONLAuditLog(path)
+    log = open_audit_log(target)
     key = b"test-installation-key"
     for secret in SECRETS:  # found by hash, shown without value
         [(summary, outcome)] = log.find_literal(secret)
         assert outcome.sensitive and outcome.value is None
         assert outcome.value_hash == literal_hash(secret, key)
         assert outcome.value_hash.encode() in raw
-    if log_name.endswith(".db"):
-        with sqlite3.connect(path) as conn:
+    if log_name == "audit.db":
+        with sqlite3.connect(target) as conn:
             stored = [row[0] for row in conn.execute("SELECT value FROM literals")]
         assert not set(stored) & set(SECRETS)
 
