@@ -7,7 +7,7 @@ import sys
 import pytest
 
 SDKS = ("mcp", "agents", "google.genai", "litellm")
-MODULES = ("firewall.mcp_server", "firewall.cli")
+MODULES = ("firewall.mcp_server", "firewall.cli", "firewall.integrations.openai_agents")
 
 
 def test_reach_modules_import_no_sdk():
