@@ -7,7 +7,8 @@ import sys
 import pytest
 
 SDKS = ("mcp", "agents", "google.genai", "litellm")
-MODULES = ("firewall.mcp_server", "firewall.cli", "firewall.integrations.openai_agents")
+MODULES = ("firewall.mcp_server", "firewall.cli", "firewall.integrations.openai_agents",
+           "firewall.summarizers.litellm")
 
 
 def test_reach_modules_import_no_sdk():
@@ -26,3 +27,12 @@ def test_mcp_without_its_sdk_names_the_extra(monkeypatch):
     service = LiteralService(argparse.Namespace(ledger=[], audit_db=None, command="mcp"))
     with pytest.raises(MCPServerError, match=r"literal-firewall\[mcp\]"):
         build_server(service)
+
+
+def test_litellm_without_its_package_names_the_extra(monkeypatch):
+    from firewall.errors import SummarizerError
+    from firewall.summarizers.litellm import LiteLLMSummarizer
+
+    monkeypatch.setitem(sys.modules, "litellm", None)
+    with pytest.raises(SummarizerError, match=r"literal-firewall\[litellm\]"):
+        LiteLLMSummarizer("openai/gpt-4.1-mini")
