@@ -8,7 +8,7 @@ import pytest
 
 SDKS = ("mcp", "agents", "google.genai", "litellm")
 MODULES = ("firewall.mcp_server", "firewall.cli", "firewall.integrations.openai_agents",
-           "firewall.summarizers.litellm")
+           "firewall.summarizers.litellm", "firewall.summarizers.gemini")
 
 
 def test_reach_modules_import_no_sdk():
@@ -36,3 +36,12 @@ def test_litellm_without_its_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "litellm", None)
     with pytest.raises(SummarizerError, match=r"literal-firewall\[litellm\]"):
         LiteLLMSummarizer("openai/gpt-4.1-mini")
+
+
+def test_gemini_without_its_sdk_names_the_extra(monkeypatch):
+    from firewall.errors import SummarizerError
+    from firewall.summarizers.gemini import GeminiSummarizer
+
+    monkeypatch.setitem(sys.modules, "google.genai", None)
+    with pytest.raises(SummarizerError, match=r"literal-firewall\[gemini\]"):
+        GeminiSummarizer()
