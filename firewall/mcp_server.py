@@ -79,9 +79,12 @@ class LiteralService:
                 notes.append(f"{path}: no ledger written there yet")
                 continue
             except (OSError, ValueError) as exc:  # JSON or validation errors are ValueErrors
-                raise MCPServerError(f"{path}: not a ledger file "
-                                     f"({type(exc).__name__}: {str(exc).splitlines()[0]})"
-                                     ) from exc
+                problem = (f"{path}: not a ledger file "
+                           f"({type(exc).__name__}: {str(exc).splitlines()[0]})")
+                if self.ledger_paths:  # named by the user: an error
+                    raise MCPServerError(problem) from exc
+                notes.append(problem)  # one bad hooks session must not hide the others
+                continue
             found.append((path, ledger))
         return found, notes
 

@@ -145,17 +145,20 @@ def test_a_file_that_is_not_a_ledger_is_refused_at_start(tmp_path):
 
 
 def test_without_ledger_files_it_serves_the_hooks_sessions(tmp_path, monkeypatch, served):
-    """The hooks keep one state file per agent session: `firewall mcp` alone serves them."""
+    """The hooks keep one state file per agent session: `firewall mcp` alone serves them; an
+    unreadable one is said, and hides none of the others."""
     from firewall.hooks import SessionState, save_state
 
     db, _, result = served
     monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))
     save_state(SessionState("claude-session-1", result.ledger))
+    (tmp_path / "state" / "sessions" / "broken.json").write_text("{", "utf-8")
 
     async def steps(client):
         return await client.call_tool("find_pinned", {"rule": "invoice-number"})
 
     answer = structured(call(db, [], steps, env={"FIREWALL_STATE_DIR": str(tmp_path / "state")}))
+    assert any("broken.json: not a ledger file" in n for n in answer["notes"])
     assert {e["value"] for e in answer["entries"]} == {INVOICE, OTHER}
     assert {e["ledger_file"] for e in answer["entries"]} == {
         str(tmp_path / "state" / "sessions" / "claude-session-1.json")}

@@ -90,8 +90,8 @@ class GeminiSummarizer:
     def _plan(self, request: SummaryRequest) -> Plan:
         def params(budget: int) -> dict[str, Any]:
             return {"model": self.model, "contents": build_user_prompt(request),
-                    "config": {"system_instruction": self.system,
-                               "max_output_tokens": budget, **self.config}}
+                    "config": {**self.config, "system_instruction": self.system,
+                               "max_output_tokens": budget}}
 
         response = yield params(self.max_tokens)
         usage = _usage(response)
