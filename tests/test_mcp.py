@@ -71,9 +71,10 @@ def test_lists_its_tools_and_answers_lookups_over_stdio(served):
         by_prefix = await client.call_tool("find_pinned", {"prefix": "INV-2025-08"})
         survival = await client.call_tool("literal_survival", {"value": INVOICE})
         pinned = await client.call_tool("pinned_literals", {})
-        return tools, by_prefix, survival, pinned
+        elsewhere = await client.call_tool("pinned_literals", {"conversation": "another-one"})
+        return tools, by_prefix, survival, pinned, elsewhere
 
-    tools, by_prefix, survival, pinned = call(db, [ledger_file], steps)
+    tools, by_prefix, survival, pinned, elsewhere = call(db, [ledger_file], steps)
     assert {t.name for t in tools.tools} == {"pinned_literals", "find_pinned",
                                              "literal_survival"}
 
@@ -93,6 +94,7 @@ def test_lists_its_tools_and_answers_lookups_over_stdio(served):
     everything = structured(pinned)
     assert {e["value"] for e in everything["entries"]} >= {INVOICE, OTHER}
     assert everything["count"] == len(result.ledger.entries)
+    assert structured(elsewhere)["entries"] == []  # one conversation's pins only
 
 
 def test_sensitive_values_never_leave_in_clear(served):
