@@ -107,6 +107,22 @@ def test_responses_compaction_session_is_guarded_in_one_line(mode):
     assert {s.vendor_path for s, _ in hits} == {VENDOR_PATH}
 
 
+def test_a_declined_compaction_takes_no_compaction_number():
+    api, fw = FakeAPI(), firewall.Firewall(audit=MemoryAuditLog())
+    # declines after the first turn (2 items), compacts after the second (4 items)
+    session = guard_session(compacting(
+        api, trigger=lambda context: len(context["session_items"]) >= 4), fw)
+
+    async def run():
+        for text in (f"Why was {INVOICE} charged twice?", "Refund it."):
+            await Runner.run(api.agent(), text, session=session)
+
+    asyncio.run(run())
+    assert len(api.requests("/responses/compact")) == 1
+    assert [s.compaction for s in fw.audit.list()] == [1]
+    assert INVOICE in session.ledger
+
+
 def test_no_ledger_and_no_record_when_the_session_declines_to_compact():
     api, fw = FakeAPI(), firewall.Firewall(audit=MemoryAuditLog())
     session = guard_session(compacting(api, trigger=lambda context: False), fw)

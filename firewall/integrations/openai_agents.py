@@ -39,6 +39,7 @@ from ..records import AttemptResult, build_record, write_record
 from .anthropic_server import to_param
 
 VENDOR_PATH = "openai-agents-opaque"
+_UNBOUNDED = 1 << 62  # a ledger budget no ledger reaches: pin without evicting
 
 
 def _latest_compaction(items: list[dict[str, Any]]) -> int | None:
@@ -95,9 +96,9 @@ class GuardedSession:
     async def _history(self) -> list[dict[str, Any]]:
         return [to_param(item) for item in await self.session.get_items()]
 
-    def _pin(self, items: list[dict[str, Any]], number: int) -> Any:
+    def _pin(self, items: list[dict[str, Any]], **options: Any) -> Any:
         return self.firewall.pin(self.ledger, to_turns(items), seen=self._seen,
-                                 offset=self._offset, compaction=number)
+                                 offset=self._offset, **options)
 
     def _ledger_item(self) -> dict[str, Any]:
         return message_item(self.ledger.render())
@@ -123,8 +124,9 @@ class GuardedCompactionSession(GuardedSession):
     async def run_compaction(self, args: Any = None, *, wrapper: Any = None) -> None:
         fw = self.firewall
         before = await self._history()
-        number = fw.next_compaction(self.ledger.conversation_id)
-        pinned = self._pin(before, number)  # before the vendor acts: the item is opaque
+        # extract before the vendor acts (the item is opaque); the budget is fitted, and a
+        # compaction number taken, only once the session did compact
+        scanned = self._pin(before, budget=_UNBOUNDED)
         inner = self.session.run_compaction
         if wrapper is not None and "wrapper" in _parameters(inner):
             await inner(args, wrapper=wrapper)  # the SDK's automatic path needs its wrapper
@@ -134,6 +136,8 @@ class GuardedCompactionSession(GuardedSession):
         at = _latest_compaction(after)
         if at is None or after == before:
             return  # the session decided not to compact
+        number = fw.next_compaction(self.ledger.conversation_id)
+        evicted = self._pin(before, compaction=number).evicted  # nothing new left to scan
         turns = to_turns(after)
         if not any(ledger_blocks(t.text, self.ledger) for t in turns[at + 1:] if t.text):
             await self.session.add_items([self._ledger_item()])
@@ -143,8 +147,8 @@ class GuardedCompactionSession(GuardedSession):
             span=(self._offset, self._offset + len(before) - 1) if before else None,
             turns_compacted=len(before), tokens_before=sum(turn_tokens(t)
                                                            for t in to_turns(before)),
-            verbatim=visible, summary=None, verdict=None, evicted=pinned.evicted,
-            unpinned=pinned.oversize, compacted=True, error=None, opaque=True,
+            verbatim=visible, summary=None, verdict=None, evicted=evicted,
+            unpinned=scanned.oversize, compacted=True, error=None, opaque=True,
             attempts=[AttemptResult(1, None, None, model=getattr(self.session, "model", None))])
         self.last_record = record
         self.audit_error = write_record(fw.audit, record)
