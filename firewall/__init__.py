@@ -32,6 +32,7 @@ _EXPORTS = {
     "ExtractiveSummarizer": "summarizers.extractive",
     "ScriptedSummarizer": "summarizers.scripted",
     "AnthropicSummarizer": "summarizers.anthropic", "OpenAISummarizer": "summarizers.openai",
+    "GeminiSummarizer": "summarizers.gemini", "LiteLLMSummarizer": "summarizers.litellm",
     # audit
     "AuditRecord": "audit", "open_audit_log": "audit",
     # errors

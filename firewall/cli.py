@@ -682,6 +682,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
     lazy("diagnose", lambda: _import("diagnostics").add_diagnose_command(sub))
     lazy("report", lambda: _import("report").add_report_command(sub))
+    lazy("mcp", lambda: _import("mcp_server").add_mcp_command(sub))
     return parser
 
 

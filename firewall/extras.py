@@ -7,10 +7,12 @@ import importlib
 from types import ModuleType
 
 
-def import_extra(module: str, user: str, error: type[Exception]) -> ModuleType:
-    """The SDK ``module``, or ``error`` naming ``user`` and the extra that installs it."""
+def import_extra(module: str, user: str, error: type[Exception],
+                 extra: str | None = None) -> ModuleType:
+    """The SDK ``module``, or ``error`` naming ``user`` and the extra that installs it
+    (``extra``, when its name is not the module's)."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         raise error(f"{user} needs the {module} SDK: "
-                    f"pip install 'literal-firewall[{module}]'") from exc
+                    f"pip install 'literal-firewall[{extra or module}]'") from exc

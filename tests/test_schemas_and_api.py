@@ -29,7 +29,8 @@ def test_public_surface_is_pinned():
     assert firewall.__all__ == sorted([
         "AnthropicSummarizer", "AuditError", "AuditRecord", "Budget", "CallableSummarizer",
         "CompactionRefused", "CompactionResult", "Conversation", "ConversationError",
-        "ExtractiveSummarizer", "Extractor", "Finding", "Firewall", "FirewallError", "IntegrationError", "Ledger",
+        "ExtractiveSummarizer", "Extractor", "Finding", "Firewall", "FirewallError",
+        "GeminiSummarizer", "IntegrationError", "Ledger", "LiteLLMSummarizer",
         "Literal", "OpenAISummarizer", "Pack", "PackError", "RequiredLiteral", "Scanner",
         "ScriptedSummarizer", "Summarizer", "Summary", "SummaryRequest", "SummarizerError",
         "ToolCall", "Turn", "Verdict", "load_packs", "open_audit_log", "parse_messages",

@@ -1,0 +1,166 @@
+"""``firewall mcp``: spawned as a subprocess and driven by the MCP SDK's own client over stdio."""
+
+import json
+import os
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+import firewall  # noqa: E402
+from firewall.audit import HASH_PREFIX, literal_hash  # noqa: E402
+
+INVOICE = "INV-2025-08-44719"
+OTHER = "INV-2025-09-10001"
+AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # AWS's documented example key id (sensitive)
+KEY = "test-audit-key"
+
+MESSAGES = [
+    {"role": "user", "content": f"Why was {INVOICE} charged twice? Compare with {OTHER}."},
+    {"role": "assistant", "content": "Looking it up."},
+    {"role": "user", "content": f"Use the key {AWS_ID} for the billing export."},
+    {"role": "assistant", "content": "Done: the retry worker replayed the charge."},
+    {"role": "user", "content": "Refund it."},
+    {"role": "assistant", "content": "Refund queued."},
+]
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """A real compaction: its ledger file and its SQLite audit log, under a known audit key."""
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY)
+    db, ledger_file = tmp_path / "audit.db", tmp_path / "run.ledger.json"
+    fw = firewall.Firewall(audit=firewall.open_audit_log(db), keep_last=2)
+    result = fw.compact(MESSAGES, summarizer=firewall.ExtractiveSummarizer())
+    assert result.compacted and INVOICE in result.ledger and AWS_ID in result.ledger
+    ledger_file.write_text(result.ledger.to_json(), "utf-8")
+    return db, ledger_file, result
+
+
+def call(db, ledger_files, steps, env=None):
+    """Spawn `python -m firewall.cli mcp ...`, then run ``steps(client)`` against it."""
+    args = ["-m", "firewall.cli", "mcp", "--audit-db", str(db)]
+    for path in ledger_files:
+        args += ["--ledger", str(path)]
+    params = StdioServerParameters(command=sys.executable, args=args,
+                                   env={"FIREWALL_AUDIT_KEY": KEY, **(env or {})})
+
+    async def main():
+        async with Client(params) as client:
+            return await steps(client)
+
+    return anyio.run(main)
+
+
+def structured(result):
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_lists_its_tools_and_answers_lookups_over_stdio(served):
+    db, ledger_file, result = served
+
+    async def steps(client):
+        tools = await client.list_tools()
+        by_prefix = await client.call_tool("find_pinned", {"prefix": "INV-2025-08"})
+        survival = await client.call_tool("literal_survival", {"value": INVOICE})
+        pinned = await client.call_tool("pinned_literals", {})
+        elsewhere = await client.call_tool("pinned_literals", {"conversation": "another-one"})
+        return tools, by_prefix, survival, pinned, elsewhere
+
+    tools, by_prefix, survival, pinned, elsewhere = call(db, [ledger_file], steps)
+    assert {t.name for t in tools.tools} == {"pinned_literals", "find_pinned",
+                                             "literal_survival"}
+
+    found = structured(by_prefix)
+    assert [e["value"] for e in found["entries"]] == [INVOICE]  # exact, and not OTHER
+    (entry,) = found["entries"]
+    assert (entry["role"], entry["first_seen_turn"], entry["rule"]) == ("user", 0,
+                                                                        "billing/invoice-number")
+    assert entry["conversation"] == result.ledger.conversation_id
+
+    answer = structured(survival)
+    assert answer["found"] and answer["pinned_in"] == [result.ledger.conversation_id]
+    (hit,) = answer["compactions"]
+    assert hit["record"] == result.record.id
+    assert hit["status"] == next(o.status for o in result.record.literals if o.value == INVOICE)
+
+    everything = structured(pinned)
+    assert {e["value"] for e in everything["entries"]} >= {INVOICE, OTHER}
+    assert everything["count"] == len(result.ledger.entries)
+    assert structured(elsewhere)["entries"] == []  # one conversation's pins only
+
+
+def test_sensitive_values_never_leave_in_clear(served):
+    db, ledger_file, result = served
+    masked = HASH_PREFIX + literal_hash(AWS_ID, KEY.encode())
+
+    async def steps(client):
+        return [await client.call_tool(name, arguments) for name, arguments in (
+            ("pinned_literals", {}),
+            ("find_pinned", {"prefix": "AKIA"}),            # never matched by prefix
+            ("find_pinned", {"rule": "aws-access-key-id"}),  # by rule: masked
+            ("literal_survival", {"value": AWS_ID}))]
+
+    answers = call(db, [ledger_file], steps)
+    text = json.dumps([a.model_dump(mode="json") for a in answers])
+    assert AWS_ID not in text
+    everything, by_prefix, by_rule, survival = (structured(a) for a in answers)
+    assert masked in {e["value"] for e in everything["entries"]}
+    assert by_prefix["entries"] == []
+    rule = next(o.rule for o in result.record.literals if o.sensitive)
+    assert rule.endswith("/aws-access-key-id")
+    assert [e["value"] for e in by_rule["entries"]] == [masked]
+    assert survival["found"] and survival["compactions"][0]["sensitive"]
+
+
+def test_bad_question_and_missing_sources_are_said(tmp_path, served):
+    _, ledger_file, _ = served
+    missing_db, later = tmp_path / "none.db", tmp_path / "not-yet.json"
+
+    async def steps(client):
+        return (await client.call_tool("find_pinned", {}),
+                await client.call_tool("literal_survival", {"value": INVOICE}))
+
+    empty, survival = call(missing_db, [ledger_file, later], steps)
+    assert empty.is_error and "needs a prefix, a rule, or both" in empty.content[0].text
+    answer = structured(survival)
+    assert answer["compactions"] == [] and answer["pinned_in"]  # the ledger still pins it
+    assert any("no audit log" in n for n in answer["notes"])
+    assert not missing_db.exists()  # reading never creates the log
+
+
+def test_a_file_that_is_not_a_ledger_is_refused_at_start(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a ledger"}', "utf-8")
+    out = subprocess.run([sys.executable, "-m", "firewall.cli", "mcp", "--ledger", str(bad)],
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+                         env={**os.environ, "FIREWALL_AUDIT_KEY": KEY})
+    assert out.returncode == 2
+    assert f"{bad}: not a ledger file" in out.stderr
+
+
+def test_without_ledger_files_it_serves_the_hooks_sessions(tmp_path, monkeypatch, served):
+    """The hooks keep one state file per agent session: `firewall mcp` alone serves them; an
+    unreadable one is said, and hides none of the others."""
+    from firewall.hooks import SessionState, save_state
+
+    db, _, result = served
+    monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))
+    save_state(SessionState("claude-session-1", result.ledger))
+    (tmp_path / "state" / "sessions" / "broken.json").write_text("{", "utf-8")
+
+    async def steps(client):
+        return await client.call_tool("find_pinned", {"rule": "invoice-number"})
+
+    answer = structured(call(db, [], steps, env={"FIREWALL_STATE_DIR": str(tmp_path / "state")}))
+    assert any("broken.json: not a ledger file" in n for n in answer["notes"])
+    assert {e["value"] for e in answer["entries"]} == {INVOICE, OTHER}
+    assert {e["ledger_file"] for e in answer["entries"]} == {
+        str(tmp_path / "state" / "sessions" / "claude-session-1.json")}
