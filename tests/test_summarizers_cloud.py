@@ -180,6 +180,7 @@ def test_the_summarizer_works_through_litellm(litellm_summarizer, chat_server, u
     assert seen[0]["path"] == "/v1/chat/completions" and seen[0]["model"] == "local-model"
     assert seen[0]["max_tokens"] == 2048
     assert result.record.attempts[0].usage["prompt_tokens"] == 100
+    assert result.record.vendor_path == "litellm:openai/local-model"
 
 
 def test_a_litellm_provider_error_leaves_the_conversation_uncompacted(litellm_summarizer,

@@ -125,5 +125,5 @@ def test_a_mutated_literal_is_reasked_through_gemini(use_async):
               else fw.compact(messages, summarizer))
     assert result.compacted and [a.verdict.ok for a in result.attempts] == [False, True]
     assert "INV-2025-08-44791" in api.bodies[1]["contents"][0]["parts"][0]["text"]
-    assert result.record.vendor_path == "gemini"
+    assert result.record.vendor_path == "gemini:gemini-2.5-flash"
     assert result.record.attempts[0].usage["prompt_token_count"] == 120

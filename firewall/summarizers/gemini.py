@@ -37,7 +37,10 @@ class GeminiSummarizer:
     and every SDK error raise ``SummarizerError``.
     """
 
-    vendor_path = "gemini"
+    @property
+    def vendor_path(self) -> str:
+        """The audit names vendor and model, as for every client-side summarizer."""
+        return f"gemini:{self.model}"
 
     def __init__(self, model: str = "gemini-2.5-flash", client: Any = None,
                  max_tokens: int = 2048, system: str | None = None,

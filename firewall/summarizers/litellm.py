@@ -36,7 +36,10 @@ class LiteLLMSummarizer(OpenAISummarizer):
     which LiteLLM maps to each provider's own field.
     """
 
-    vendor_path = "litellm"
+    @property
+    def vendor_path(self) -> str:
+        """The audit names vendor and model, as for every client-side summarizer."""
+        return f"litellm:{self.model}"
 
     def __init__(self, model: str, *, max_tokens: int = 2048, system: str | None = None,
                  **completion_kwargs: Any) -> None:
