@@ -317,46 +317,91 @@ def source_of(path: str | Path) -> str:
     return name[:-6] if name.endswith(".jsonl") else Path(path).stem
 
 
+@dataclass(frozen=True, slots=True)
+class CutScore:
+    """What the reduction needs of one cut (no text): picklable and small, so that a Dask
+    worker sends it back to be tallied in input order."""
+
+    source: str
+    frac: float
+    gold: list[Gold]
+    span_tokens: int
+    scores: dict[str, tuple[list[bool], int]]  # context -> (hit per gold, its token cost)
+    ledger: dict[str, Any]  # the --ledgers line
+
+    @classmethod
+    def of(cls, cut: Cut) -> CutScore:
+        return cls(cut.source, cut.frac, cut.gold, cut.span_tokens,
+                   {name: (cut.hits(name), cut.contexts[name][1]) for name in CONTEXTS},
+                   {"id": cut.id, "k": cut.k, "literals": cut.literals,
+                    "ledger_tokens": cut.contexts["ledger"][1], "span_tokens": cut.span_tokens})
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One conversation's cuts, scored: the map of ``run`` (``distributed`` runs it on Dask
+    workers). The packs travel with it; ``setup`` builds the ``Firewall`` once per process."""
+
+    packs: Sequence[Any] | None
+    fractions: Sequence[float]
+    budget: int | str | Budget
+    keep_last: int
+
+    def setup(self) -> Any:
+        from .guard import Firewall
+
+        return Firewall(self.packs)  # the same extraction, ledger update and fit as compaction
+
+    def __call__(self, firewall: Any, path: str, conversation: Conversation) -> list[CutScore]:
+        source = source_of(path)
+        return [CutScore.of(evaluate_cut(conversation, k, firewall=firewall, budget=self.budget,
+                                         keep_last=self.keep_last, source=source, frac=frac))
+                for frac, k in cut_points(len(conversation.turns), self.fractions)]
+
+
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         packs: Sequence[Any] | None = None, budget: int | str | Budget = Budget(),
         keep_last: int = 4, ledgers: Any = None,
         progress: Callable[[str], None] | None = None,
-        read: Callable[[str | Path], Iterable[Conversation]] | None = None) -> dict[str, Any]:
+        read: Callable[[str | Path], Iterable[Conversation]] | None = None,
+        scored: Callable[[EvalTask], Iterable[tuple[str, list[CutScore]]]] | None = None
+        ) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
     ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
     file's conversations are read, one at a time (default ``read_conversations``).
+    ``scored``: maps the task over the files' conversations elsewhere (``distributed``),
+    yielding ``(file, scores)`` in input order; the tallies are the same.
     """
     from .formats import read_conversations
-    from .guard import Firewall
 
-    read = read or read_conversations
-
-    firewall = Firewall(packs)  # the same extraction, ledger update and fit as a compaction
+    task = EvalTask(packs, tuple(fractions), budget, keep_last)
+    if scored is None:
+        read = read or read_conversations
+        firewall = task.setup()
+        results: Iterable[tuple[str, list[CutScore]]] = (
+            (str(path), task(firewall, str(path), conversation))
+            for path in files for conversation in read(path))
+    else:
+        results = scored(task)
     tallies: dict[tuple[str, str], dict[str, Tally]] = {}
     cut_counts: dict[tuple[str, str], int] = {}
     cuts = conversations = 0
-    for path in files:
-        source = source_of(path)
-        for conversation in read(path):
-            conversations += 1
-            for frac, k in cut_points(len(conversation.turns), fractions):
-                cut = evaluate_cut(conversation, k, firewall=firewall, budget=budget,
-                                   keep_last=keep_last, source=source, frac=frac)
-                cuts += 1
-                for group in ((source, _pct(frac)), (source, "all"), ("all", "all")):
-                    bucket = tallies.setdefault(group, {c: Tally() for c in CONTEXTS})
-                    cut_counts[group] = cut_counts.get(group, 0) + 1
-                    for name in CONTEXTS:
-                        bucket[name].add(cut.gold, cut.hits(name), cut.contexts[name][1],
-                                         cut.span_tokens)
-                if ledgers is not None:
-                    ledgers.write(json.dumps({
-                        "id": cut.id, "k": cut.k, "literals": cut.literals,
-                        "ledger_tokens": cut.contexts["ledger"][1],
-                        "span_tokens": cut.span_tokens}, ensure_ascii=False) + "\n")
-            if progress is not None:
-                progress(f"{source}: {conversations} conversation(s), {cuts} cut(s)")
+    for path, scores in results:
+        conversations += 1
+        for score in scores:
+            cuts += 1
+            for group in ((score.source, _pct(score.frac)), (score.source, "all"),
+                          ("all", "all")):
+                bucket = tallies.setdefault(group, {c: Tally() for c in CONTEXTS})
+                cut_counts[group] = cut_counts.get(group, 0) + 1
+                for name in CONTEXTS:
+                    hits, tokens = score.scores[name]
+                    bucket[name].add(score.gold, hits, tokens, score.span_tokens)
+            if ledgers is not None:
+                ledgers.write(json.dumps(score.ledger, ensure_ascii=False) + "\n")
+        if progress is not None:
+            progress(f"{source_of(path)}: {conversations} conversation(s), {cuts} cut(s)")
     return {"conversations": conversations, "cuts": cuts,
             "budget": str(budget) if isinstance(budget, Budget) else budget,
             "keep_last": keep_last, "fractions": list(fractions),
@@ -427,15 +472,17 @@ def _fractions(text: str) -> list[float]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .inputs import ConversationFiles
+    from .distributed import open_mapper
     from .options import packs_from_args
 
     packs = packs_from_args(args)
     out = open(args.ledgers, "w", encoding="utf-8") if args.ledgers else None
     try:
-        with ConversationFiles(args.files, fail_fast=args.fail_fast, label="eval") as files:
+        with open_mapper(args.dask, args.dask_partition) as mapper, \
+                mapper.files(args.files, fail_fast=args.fail_fast, label="eval") as files:
             result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
-                         keep_last=args.keep_last, ledgers=out, read=files.read)
+                         keep_last=args.keep_last, ledgers=out,
+                         scored=lambda task: mapper.map(task, files))
             bad = files.report()
     finally:
         if out is not None:
@@ -472,7 +519,8 @@ Every cost is the total over the cuts unless named med (median)."""
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
     from .cli import add_tokens_option
-    from .options import add_fail_fast_option, add_keep_last_option, add_rules_option
+    from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
+                          add_rules_option)
 
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations",
@@ -493,6 +541,7 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
     add_fail_fast_option(parser)
     add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn
+    add_dask_option(parser)
     parser.set_defaults(func=cmd_eval)
     return parser
 
