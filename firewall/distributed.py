@@ -36,7 +36,10 @@ from .errors import ConversationError, FirewallError
 from .inputs import ConversationFiles
 from .turns import Conversation
 
-PARTITION_BYTES = 32 << 20  # a range of a JSONL file read by one task
+# A range of a JSONL file read by one task: by default the input split in 4 ranges per worker
+# (a small input still spreads over every worker, and a slow range has others to hide behind),
+# each of 1 to 32 MiB (a range's results wait on its worker until gathered).
+MIN_PARTITION, MAX_PARTITION, RANGES_PER_WORKER = 1 << 20, 32 << 20, 4
 LOCAL = "local"  # ``--dask`` alone: a cluster of this machine's cores
 
 
@@ -46,10 +49,11 @@ class ConversationTask(Protocol):
     def __call__(self, state: Any, source: str, conversation: Conversation) -> Any: ...
 
 
-def open_mapper(dask: str | None, partition_bytes: int = PARTITION_BYTES) -> InProcess | OnDask:
+def open_mapper(dask: str | None, partition_bytes: int | None = None) -> InProcess | OnDask:
     """What ``--dask`` asks for: None runs here; ``"local"`` starts a cluster of one
     single-threaded worker process per core; an address (``tcp://host:8786``) joins a running
-    cluster. Use it as a context manager (the cluster is closed on exit)."""
+    cluster. ``partition_bytes``: the size of a range (default: see ``MIN_PARTITION``). Use it
+    as a context manager (the cluster is closed on exit)."""
     return InProcess() if dask is None else OnDask(dask, partition_bytes)
 
 
@@ -85,7 +89,7 @@ class _Range:
 class OnDask:
     """Ranges of the input files as Dask tasks; results gathered back in input order."""
 
-    def __init__(self, address: str, partition_bytes: int = PARTITION_BYTES) -> None:
+    def __init__(self, address: str, partition_bytes: int | None = None) -> None:
         self.address = address
         self.partition_bytes = partition_bytes
         self.client: Any = None
@@ -159,6 +163,7 @@ class OnDask:
         from .formats import is_jsonl
         from .inputs import line_aligned_ranges
 
+        size = self.partition_bytes or self._default_size(paths)
         out: list[_Range] = []
         for path in paths:
             try:
@@ -170,8 +175,13 @@ class OnDask:
                 out.append(_Range(path, 0, 0, False))
                 continue
             out += [_Range(path, start, end, True)
-                    for start, end in line_aligned_ranges(path, self.partition_bytes)]
+                    for start, end in line_aligned_ranges(path, size)]
         return out
+
+    def _default_size(self, paths: Sequence[str]) -> int:
+        total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+        workers = max(1, len(self.client.scheduler_info().get("workers", ())))
+        return min(MAX_PARTITION, max(MIN_PARTITION, total // (RANGES_PER_WORKER * workers)))
 
     def _first_lines(self, ranges: list[_Range]) -> list[int]:
         """The line number each range starts at in its file: the lines of the ranges before it,

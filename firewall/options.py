@@ -90,13 +90,14 @@ def _byte_size(text: str) -> int:
 def add_dask_option(parser: argparse.ArgumentParser) -> None:
     """``--dask [ADDRESS]`` and ``--dask-partition SIZE``, the same for every batch command
     (``distributed`` runs them; the output is the same as without)."""
-    from .distributed import LOCAL, PARTITION_BYTES
+    from .distributed import LOCAL, MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
 
     parser.add_argument("--dask", nargs="?", const=LOCAL, type=_dask_address, metavar="ADDRESS",
                         help="run on Dask (the dask extra): alone, a local cluster of one "
                              "worker process per core; with tcp://host:8786, a running "
                              "cluster whose workers see the input files. The output is the "
                              "same as without")
-    parser.add_argument("--dask-partition", type=_byte_size, default=PARTITION_BYTES,
-                        metavar="SIZE", help=f"bytes of a JSONL file per Dask task (default "
-                                             f"{PARTITION_BYTES >> 20}M)")
+    parser.add_argument("--dask-partition", type=_byte_size, metavar="SIZE",
+                        help=f"bytes of a JSONL file per Dask task, e.g. 8M (default: the "
+                             f"input in {RANGES_PER_WORKER} ranges per worker, each "
+                             f"{MIN_PARTITION >> 20}M to {MAX_PARTITION >> 20}M)")
