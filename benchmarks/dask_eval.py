@@ -64,7 +64,7 @@ def cluster(workers: int):
     from dask.distributed import LocalCluster
 
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                        dashboard_address=None, silence_logs=logging.ERROR)
+                        dashboard_address=":0", silence_logs=logging.ERROR)
 
 
 def on_dask(files: list[str], out_dir: Path, workers: int, *extra: str) -> dict:

@@ -16,9 +16,9 @@ On Dask, each JSONL file is cut into line-aligned byte ranges of about ``partiti
 (``inputs.line_aligned_ranges``), so one big file spreads over the workers; a file that is one
 JSON document is one range. A first, cheap round counts the lines of each range, so that every
 worker numbers its lines as in the whole file (a bad line is named ``file:line``, a
-conversation without an id is ``stem/line``). The workers open the files themselves: on a
-remote cluster they must see the same paths (a shared file system). Dask is imported only
-here, and only when ``--dask`` is given: ``import firewall`` does not need it.
+conversation without an id is ``stem/line``). The workers open the files themselves, by their
+absolute paths: on a remote cluster they must see the same paths (a shared file system). Dask
+is imported only here, and only when ``--dask`` is given: ``import firewall`` does not need it.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class OnDask:
 
         if self.address == LOCAL:
             self._cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1,
-                                         processes=True, dashboard_address=None,
+                                         processes=True, dashboard_address=":0",
                                          silence_logs=logging.ERROR)
             self.client = Client(self._cluster)
         else:
@@ -142,7 +142,8 @@ class OnDask:
         shared = client.scatter(task, broadcast=True, hash=False)
         futures = [None if r.error else
                    client.submit(_run_range, shared, digest, counter, counter_key, r.path,
-                                 r.start, r.end, line, r.jsonl, files.fail_fast, pure=False)
+                                 os.path.abspath(r.path), r.start, r.end, line, r.jsonl,
+                                 files.fail_fast, pure=False)
                    for r, line in zip(ranges, first_lines)]
         _show_progress([f for f in futures if f is not None], client)
         try:
@@ -188,7 +189,8 @@ class OnDask:
         counted on the workers (cheap next to the work: a read, no parsing)."""
         from .inputs import count_lines
 
-        counted = {i: self.client.submit(count_lines, r.path, r.start, r.end, pure=False)
+        counted = {i: self.client.submit(count_lines, os.path.abspath(r.path), r.start, r.end,
+                                         pure=False)
                    for i, r in enumerate(ranges[:-1])
                    if r.jsonl and ranges[i + 1].path == r.path}
         counts = dict(zip(counted, self.client.gather(list(counted.values()))))
@@ -225,9 +227,11 @@ def _state(task: ConversationTask, digest: str) -> Any:
 
 
 def _run_range(task: ConversationTask, digest: str, counter: Any, counter_key: str,
-               path: str, start: int, end: int, first_line: int, jsonl: bool,
+               path: str, absolute: str, start: int, end: int, first_line: int, jsonl: bool,
                fail_fast: bool) -> list[Any]:
-    """One range's results in order, a bad line as its ``ConversationError`` in its place."""
+    """One range's results in order, a bad line as its ``ConversationError`` in its place.
+    The file is opened by its ``absolute`` path (a worker's working folder is its own) and
+    named ``path``, as the user wrote it, in errors and in what the task is told."""
     global _counter_key
     from .formats import read_conversations, read_jsonl_range
     from .tokens import set_token_counter
@@ -244,8 +248,9 @@ def _run_range(task: ConversationTask, digest: str, counter: Any, counter_key: s
         if fail_fast:
             raise _Stopped
 
-    conversations = (read_jsonl_range(path, start, end, first_line=first_line, on_error=bad)
-                     if jsonl else read_conversations(path, on_error=bad))
+    conversations = (read_jsonl_range(absolute, start, end, first_line=first_line,
+                                      on_error=bad, name=path)
+                     if jsonl else read_conversations(absolute, on_error=bad, name=path))
     try:
         for conversation in conversations:
             items.append(task(state, path, conversation))

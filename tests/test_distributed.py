@@ -44,7 +44,7 @@ def cluster():
         "dask.distributed", reason="the Dask tests need the dask extra: "
                                    "pip install -e '.[test,dask]'")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as local:
+                                  dashboard_address=":0") as local:
         yield local.scheduler_address
 
 
@@ -95,6 +95,13 @@ def test_eval_tables_and_ledgers_are_identical(capsys, cluster, inputs, tmp_path
 def test_scan_output_is_identical(capsys, cluster, inputs, mode):
     single, spread = both(capsys, cluster, "scan", inputs[0], *mode)
     assert spread == single and "#W2378156" in single[1]
+
+
+def test_a_relative_path_is_read_and_named_as_written(capsys, cluster, inputs, monkeypatch):
+    # the workers keep the folder they started in: they must open the file by its full path
+    monkeypatch.chdir(Path(inputs[0]).parent)
+    single, spread = both(capsys, cluster, "scan", "big.jsonl", "--json")
+    assert spread == single and "firewall: skipped big.jsonl:3: " in single[2]
 
 
 def test_fail_fast_stops_at_the_same_line_with_the_same_output(capsys, cluster, inputs):

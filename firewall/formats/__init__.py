@@ -80,17 +80,18 @@ def _from_document(doc: Any, *, source: str, line: int | None, default_id: str) 
 
 def read_conversations(path: str | Path, *,
                        on_error: Callable[[ConversationError], None] | None = None,
-                       on_progress: Callable[[int], None] | None = None
-                       ) -> Iterator[Conversation]:
+                       on_progress: Callable[[int], None] | None = None,
+                       name: str | None = None) -> Iterator[Conversation]:
     """Yield the conversations of a file, one JSONL line at a time (memory stays bounded).
 
     ``on_error``: given, a bad line is handed to it as a ``ConversationError`` naming the file
     and line, and reading goes on with the next line; without it the first one is raised.
-    ``on_progress``: called with the number of bytes read since its last call.
+    ``on_progress``: called with the number of bytes read since its last call. ``name``: what
+    errors call the file (default: ``path``; a Dask worker opens it by its absolute path).
     """
     path = Path(path)
-    name = str(path)
-    handle, jsonl = _open(path)
+    name = name or str(path)
+    handle, jsonl = _open(path, name)
     with handle:
         if not jsonl:
             data = handle.read()  # one JSON document: one conversation, read whole
@@ -113,14 +114,14 @@ def is_jsonl(path: str | Path) -> bool:
     """True for a JSONL file (one conversation per line: it can be read by byte ranges), False
     for one JSON document; a file that cannot be opened or is empty is a ``ConversationError``,
     as ``read_conversations`` raises it."""
-    handle, jsonl = _open(Path(path))
+    handle, jsonl = _open(Path(path), str(path))
     handle.close()
     return jsonl
 
 
 def read_jsonl_range(path: str | Path, start: int, end: int, *, first_line: int,
-                     on_error: Callable[[ConversationError], None] | None = None
-                     ) -> Iterator[Conversation]:
+                     on_error: Callable[[ConversationError], None] | None = None,
+                     name: str | None = None) -> Iterator[Conversation]:
     """The conversations of the lines in bytes ``start..end`` of a JSONL file (both on line
     starts), numbered from ``first_line``: a bad line and a conversation without an id are
     named by their line in the whole file, exactly as ``read_conversations`` names them."""
@@ -137,20 +138,21 @@ def read_jsonl_range(path: str | Path, start: int, end: int, *, first_line: int,
                 left -= len(raw)
                 yield raw
 
-        yield from _read_jsonl(lines(), str(path), path.stem, on_error, first_line=first_line)
+        yield from _read_jsonl(lines(), name or str(path), path.stem, on_error,
+                               first_line=first_line)
 
 
-def _open(path: Path) -> tuple[Any, bool]:
+def _open(path: Path, name: str) -> tuple[Any, bool]:
     """The file opened in binary (the caller closes it) and whether it is JSONL."""
     try:
         handle = path.open("rb")
     except OSError as exc:
-        raise ConversationError(f"cannot open: {exc.strerror}", source=str(path)) from None
+        raise ConversationError(f"cannot open: {exc.strerror}", source=name) from None
     head = handle.read(1 << 16).lstrip()
     handle.seek(0)
     if not head:
         handle.close()
-        raise ConversationError("the file is empty", source=str(path))
+        raise ConversationError("the file is empty", source=name)
     jsonl = head[:1] != b"[" and _looks_like_jsonl(handle)
     handle.seek(0)
     return handle, jsonl
