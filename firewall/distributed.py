@@ -6,7 +6,11 @@ input order**, in this process. A task is a picklable object with two methods:
 
 - ``setup() -> state``: the heavy part (the compiled packs, a ``Firewall``), built once per
   process: once here, once per Dask worker (cached by the task's digest, never once per range);
-- ``__call__(state, source, conversation) -> result``: one conversation of the file ``source``.
+- ``__call__(state, source, conversation) -> result``: one conversation of the file ``source``;
+- optionally ``partial() -> accumulator``, with ``add(result)``: then results are added up where
+  they are made (one accumulator per conversation here, per run of a range's conversations on a
+  Dask worker), and the accumulators are what the command reduces, in order. Only these small
+  sums cross the network: the reduction in one process stays cheap however many workers feed it.
 
 ``mapper.map(task, files)`` yields ``(source, result)`` in the order one process reads the
 conversations, and reports bad lines through ``files`` (``inputs.ConversationFiles``) as one
@@ -73,8 +77,13 @@ class InProcess:
     def map(self, task: ConversationTask, files: ConversationFiles
             ) -> Iterator[tuple[str, Any]]:
         state = task.setup()
+        partial = getattr(task, "partial", None)
         for source, conversation in files:
-            yield source, task(state, source, conversation)
+            result = task(state, source, conversation)
+            if partial is not None:
+                result, added = partial(), result
+                result.add(added)
+            yield source, result
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +163,6 @@ class OnDask:
                     if isinstance(item, ConversationError):
                         files.bad_line(item)  # noted (or raised, with fail_fast) in order
                     else:
-                        files.conversations += 1
                         yield planned.path, item
                 future.release()
         finally:
@@ -242,8 +250,11 @@ def _run_range(task: ConversationTask, digest: str, counter: Any, counter_key: s
             _counter_key = counter_key
     state = _state(task, digest)
     items: list[Any] = []
+    partial = getattr(task, "partial", None)
+    adding: list[Any] = []  # the accumulator of the conversations since the last bad line
 
     def bad(error: ConversationError) -> None:
+        adding.clear()
         items.append(error)
         if fail_fast:
             raise _Stopped
@@ -253,7 +264,14 @@ def _run_range(task: ConversationTask, digest: str, counter: Any, counter_key: s
                      if jsonl else read_conversations(absolute, on_error=bad, name=path))
     try:
         for conversation in conversations:
-            items.append(task(state, path, conversation))
+            result = task(state, path, conversation)
+            if partial is None:
+                items.append(result)
+                continue
+            if not adding:
+                adding.append(partial())
+                items.append(adding[0])
+            adding[0].add(result)
     except _Stopped:
         pass
     return items

@@ -301,6 +301,15 @@ class Tally:
         if span:
             self.ratios.append(tokens / span)
 
+    def merge(self, other: Tally) -> None:
+        """Add ``other``'s cuts, which came after this one's (the ratios keep their order)."""
+        for bucket in self.n:
+            self.n[bucket] += other.n[bucket]
+            self.hit[bucket] += other.hit[bucket]
+        self.tokens += other.tokens
+        self.span_tokens += other.span_tokens
+        self.ratios += other.ratios
+
     def recall(self, bucket: str) -> float | None:
         return self.hit[bucket] / self.n[bucket] if self.n[bucket] else None
 
@@ -337,6 +346,44 @@ class CutScore:
                     "ledger_tokens": cut.contexts["ledger"][1], "span_tokens": cut.span_tokens})
 
 
+@dataclass
+class Tallies:
+    """The tallies of consecutive conversations, by (source, frac) group, and their
+    ``--ledgers`` lines. A Dask worker adds a whole range's conversations into one and sends
+    only that back; merged in input order, they give exactly the single-process tallies (and
+    the groups in the same order)."""
+
+    conversations: int = 0
+    cuts: int = 0
+    groups: dict[tuple[str, str], dict[str, Tally]] = field(default_factory=dict)
+    cut_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    ledger_lines: list[str] = field(default_factory=list)
+
+    def add(self, scores: list[CutScore]) -> None:
+        """One conversation's cuts."""
+        self.conversations += 1
+        for score in scores:
+            self.cuts += 1
+            for group in ((score.source, _pct(score.frac)), (score.source, "all"),
+                          ("all", "all")):
+                bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
+                self.cut_counts[group] = self.cut_counts.get(group, 0) + 1
+                for name in CONTEXTS:
+                    hits, tokens = score.scores[name]
+                    bucket[name].add(score.gold, hits, tokens, score.span_tokens)
+            self.ledger_lines.append(json.dumps(score.ledger, ensure_ascii=False))
+
+    def merge(self, other: Tallies) -> None:
+        """Add ``other``, which came after (its ledger lines are not kept: write them)."""
+        self.conversations += other.conversations
+        self.cuts += other.cuts
+        for group, tallies in other.groups.items():
+            bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
+            for name in CONTEXTS:
+                bucket[name].merge(tallies[name])
+            self.cut_counts[group] = self.cut_counts.get(group, 0) + other.cut_counts[group]
+
+
 @dataclass(frozen=True)
 class EvalTask:
     """One conversation's cuts, scored: the map of ``run`` (``distributed`` runs it on Dask
@@ -352,6 +399,10 @@ class EvalTask:
 
         return Firewall(self.packs)  # the same extraction, ledger update and fit as compaction
 
+    def partial(self) -> Tallies:
+        """Where consecutive results are added (on the worker: one per range)."""
+        return Tallies()
+
     def __call__(self, firewall: Any, path: str, conversation: Conversation) -> list[CutScore]:
         source = source_of(path)
         return [CutScore.of(evaluate_cut(conversation, k, firewall=firewall, budget=self.budget,
@@ -364,14 +415,14 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         keep_last: int = 4, ledgers: Any = None,
         progress: Callable[[str], None] | None = None,
         read: Callable[[str | Path], Iterable[Conversation]] | None = None,
-        scored: Callable[[EvalTask], Iterable[tuple[str, list[CutScore]]]] | None = None
+        scored: Callable[[EvalTask], Iterable[tuple[str, Tallies]]] | None = None
         ) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
     ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
     file's conversations are read, one at a time (default ``read_conversations``).
-    ``scored``: maps the task over the files' conversations elsewhere (``distributed``),
-    yielding ``(file, scores)`` in input order; the tallies are the same.
+    ``scored``: maps the task over the files' conversations (``distributed``), yielding
+    ``(file, tallies)`` of consecutive conversations in input order; the result is the same.
     """
     from .formats import read_conversations
 
@@ -379,35 +430,31 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
     if scored is None:
         read = read or read_conversations
         firewall = task.setup()
-        results: Iterable[tuple[str, list[CutScore]]] = (
-            (str(path), task(firewall, str(path), conversation))
-            for path in files for conversation in read(path))
+
+        def one_by_one() -> Iterator[tuple[str, Tallies]]:
+            for path in files:
+                for conversation in read(path):
+                    tallies = task.partial()
+                    tallies.add(task(firewall, str(path), conversation))
+                    yield str(path), tallies
+
+        results: Iterable[tuple[str, Tallies]] = one_by_one()
     else:
         results = scored(task)
-    tallies: dict[tuple[str, str], dict[str, Tally]] = {}
-    cut_counts: dict[tuple[str, str], int] = {}
-    cuts = conversations = 0
-    for path, scores in results:
-        conversations += 1
-        for score in scores:
-            cuts += 1
-            for group in ((score.source, _pct(score.frac)), (score.source, "all"),
-                          ("all", "all")):
-                bucket = tallies.setdefault(group, {c: Tally() for c in CONTEXTS})
-                cut_counts[group] = cut_counts.get(group, 0) + 1
-                for name in CONTEXTS:
-                    hits, tokens = score.scores[name]
-                    bucket[name].add(score.gold, hits, tokens, score.span_tokens)
-            if ledgers is not None:
-                ledgers.write(json.dumps(score.ledger, ensure_ascii=False) + "\n")
+    total = Tallies()
+    for path, tallies in results:
+        if ledgers is not None:
+            ledgers.writelines(line + "\n" for line in tallies.ledger_lines)
+        total.merge(tallies)
         if progress is not None:
-            progress(f"{source_of(path)}: {conversations} conversation(s), {cuts} cut(s)")
-    return {"conversations": conversations, "cuts": cuts,
+            progress(f"{source_of(path)}: {total.conversations} conversation(s), "
+                     f"{total.cuts} cut(s)")
+    return {"conversations": total.conversations, "cuts": total.cuts,
             "budget": str(budget) if isinstance(budget, Budget) else budget,
             "keep_last": keep_last, "fractions": list(fractions),
-            "groups": [{"source": s, "frac": f, "cuts": cut_counts[(s, f)],
+            "groups": [{"source": s, "frac": f, "cuts": total.cut_counts[(s, f)],
                         **{c: t.summary() for c, t in ts.items()}}
-                       for (s, f), ts in tallies.items()]}
+                       for (s, f), ts in total.groups.items()]}
 
 
 def _pct(frac: float) -> str:

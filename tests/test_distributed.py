@@ -104,9 +104,16 @@ def test_a_relative_path_is_read_and_named_as_written(capsys, cluster, inputs, m
     assert spread == single and "firewall: skipped big.jsonl:3: " in single[2]
 
 
-def test_fail_fast_stops_at_the_same_line_with_the_same_output(capsys, cluster, inputs):
+def test_fail_fast_stops_at_the_same_line_with_the_same_output(capsys, cluster, inputs,
+                                                               tmp_path):
     single, spread = both(capsys, cluster, "scan", inputs[0], "--json", "--fail-fast")
     assert spread == single and single[0] == 2 and "big.jsonl:3" in single[2]
+    one, dask = tmp_path / "one.jsonl", tmp_path / "dask.jsonl"  # the lines before it, kept
+    single = run(capsys, "eval", *inputs, "--ledgers", str(one), "--fail-fast")
+    spread = run(capsys, "eval", *inputs, "--ledgers", str(dask), "--fail-fast", "--dask",
+                 cluster, "--dask-partition", PARTITION)
+    assert spread == single and single[0] == 2
+    assert one.read_bytes() == dask.read_bytes() and one.stat().st_size > 0
 
 
 def test_suggest_proposes_the_same_pack(capsys, cluster, inputs, tmp_path):
