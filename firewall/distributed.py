@@ -199,12 +199,11 @@ class OnDask:
 
         counted = {i: self.client.submit(count_lines, os.path.abspath(r.path), r.start, r.end,
                                          pure=False)
-                   for i, r in enumerate(ranges[:-1])
-                   if r.jsonl and ranges[i + 1].path == r.path}
+                   for i, r in enumerate(ranges[:-1]) if ranges[i + 1].start > 0}
         counts = dict(zip(counted, self.client.gather(list(counted.values()))))
         lines, first = [], 1
         for i, r in enumerate(ranges):
-            if i and ranges[i - 1].path != r.path:
+            if r.start == 0:  # a file starts (the same file may be given twice)
                 first = 1
             lines.append(first)
             first += counts.get(i, 0)

@@ -81,8 +81,9 @@ def test_byte_ranges_read_exactly_what_the_whole_file_reads(inputs):
 
 def test_eval_tables_and_ledgers_are_identical(capsys, cluster, inputs, tmp_path):
     one, dask = tmp_path / "one.jsonl", tmp_path / "dask.jsonl"
-    single = run(capsys, "eval", *inputs, "--ledgers", str(one))
-    spread = run(capsys, "eval", *inputs, "--ledgers", str(dask), "--dask", cluster,
+    files = [inputs[0], *inputs]  # the same file twice: its lines are numbered anew
+    single = run(capsys, "eval", *files, "--ledgers", str(one))
+    spread = run(capsys, "eval", *files, "--ledgers", str(dask), "--dask", cluster,
                  "--dask-partition", PARTITION)
     assert spread == single
     assert single[0] == 1 and "big.jsonl:3" in single[2]  # the bad line, reported once
