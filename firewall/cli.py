@@ -11,8 +11,8 @@ from typing import Any
 
 from .budget import Budget, parse_budget
 from .errors import FirewallError
-from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
-                      add_summarizer_options, non_negative, packs_from_args,
+from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
+                      add_rules_option, add_summarizer_options, non_negative, packs_from_args,
                       summarizer_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
@@ -74,34 +74,56 @@ def _out(line: str = "") -> None:
 
 # ── scan ────────────────────────────────────────────────────────────────────────────────
 
-def cmd_scan(args: argparse.Namespace) -> int:
-    from .extract import Extractor
+class ScanTask:
+    """One conversation's scan output, as (stream, line) pairs in the order written: the map of
+    ``scan`` (``distributed`` runs it on Dask workers); ``setup`` compiles the packs once per
+    process."""
 
-    extractor = Extractor(_packs(args))
+    def __init__(self, packs: list[Any], json_lines: bool) -> None:
+        self.packs, self.json_lines = packs, json_lines
+
+    def setup(self) -> Any:
+        from .extract import Extractor
+
+        return Extractor(self.packs)
+
+    def __call__(self, extractor: Any, source: str, conversation: Any
+                 ) -> tuple[list[tuple[str, str]], int, bool]:
+        """(lines, literals found, a rule timed out)."""
+        result = extractor.scan(conversation)
+        lines = [("note", _timed_out(t, conversation.id, "must be kept verbatim"))
+                 for t in result.timeouts]
+        rows = []
+        for lit in result.literals:
+            # the conversation id is always there: a streamed file's length is not known
+            record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule,
+                      "turn": lit.turn, "role": lit.role, "tool": lit.tool,
+                      "field": lit.field, "start": lit.start, "end": lit.end,
+                      "sensitive": lit.sensitive, "count": lit.count,
+                      "mixed_script": lit.mixed_script}
+            if self.json_lines:
+                lines.append(("out", json.dumps(record, ensure_ascii=False)))
+            else:
+                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role,
+                             lit.tool, MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
+        if rows:  # one table per conversation: the output is written as the file is read
+            lines.append(("out", _table(rows, ("conversation", "literal", "rule", "turn",
+                                               "role", "tool", "note")) + "\n"))
+        return lines, len(result.literals), bool(result.timeouts)
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from .distributed import open_mapper
+
+    task = ScanTask(_packs(args), args.json)
     total, failed = 0, False
-    with _files(args, [args.file], "scan") as files:
-        for _, conversation in files:
-            result = extractor.scan(conversation)
-            for timeout in result.timeouts:
-                failed = True
-                files.note(_timed_out(timeout, conversation.id, "must be kept verbatim"))
-            rows = []
-            for lit in result.literals:
-                # the conversation id is always there: a streamed file's length is not known
-                record = {"id": conversation.id, "literal": lit.value, "rule": lit.rule,
-                          "turn": lit.turn, "role": lit.role, "tool": lit.tool,
-                          "field": lit.field, "start": lit.start, "end": lit.end,
-                          "sensitive": lit.sensitive, "count": lit.count,
-                          "mixed_script": lit.mixed_script}
-                if args.json:
-                    files.out(json.dumps(record, ensure_ascii=False))
-                else:
-                    rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role,
-                                 lit.tool, MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
-            total += len(result.literals)
-            if rows:  # one table per conversation: the output is written as the file is read
-                files.out(_table(rows, ("conversation", "literal", "rule", "turn", "role",
-                                        "tool", "note")) + "\n")
+    with open_mapper(args.dask, args.dask_partition) as mapper, \
+            mapper.files([args.file], fail_fast=args.fail_fast, label="scan") as files:
+        for _, (lines, found, timed_out) in mapper.map(task, files):
+            for stream, line in lines:
+                (files.note if stream == "note" else files.out)(line)
+            total += found
+            failed = failed or timed_out
         bad = files.report()
     if not args.json:
         _out(f"{total} literal(s)")
@@ -571,6 +593,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     _add_pack_options(scan)
     scan.add_argument("--json", action="store_true", help="one JSON object per line")
     add_fail_fast_option(scan)
+    add_dask_option(scan)
     scan.set_defaults(func=cmd_scan)
 
     compact = sub.add_parser(

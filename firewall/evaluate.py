@@ -301,6 +301,15 @@ class Tally:
         if span:
             self.ratios.append(tokens / span)
 
+    def merge(self, other: Tally) -> None:
+        """Add ``other``'s cuts, which came after this one's (the ratios keep their order)."""
+        for bucket in self.n:
+            self.n[bucket] += other.n[bucket]
+            self.hit[bucket] += other.hit[bucket]
+        self.tokens += other.tokens
+        self.span_tokens += other.span_tokens
+        self.ratios += other.ratios
+
     def recall(self, bucket: str) -> float | None:
         return self.hit[bucket] / self.n[bucket] if self.n[bucket] else None
 
@@ -317,52 +326,135 @@ def source_of(path: str | Path) -> str:
     return name[:-6] if name.endswith(".jsonl") else Path(path).stem
 
 
+@dataclass(frozen=True, slots=True)
+class CutScore:
+    """What the reduction needs of one cut (no text): picklable and small, so that a Dask
+    worker sends it back to be tallied in input order."""
+
+    source: str
+    frac: float
+    gold: list[Gold]
+    span_tokens: int
+    scores: dict[str, tuple[list[bool], int]]  # context -> (hit per gold, its token cost)
+    ledger: dict[str, Any]  # the --ledgers line
+
+    @classmethod
+    def of(cls, cut: Cut) -> CutScore:
+        return cls(cut.source, cut.frac, cut.gold, cut.span_tokens,
+                   {name: (cut.hits(name), cut.contexts[name][1]) for name in CONTEXTS},
+                   {"id": cut.id, "k": cut.k, "literals": cut.literals,
+                    "ledger_tokens": cut.contexts["ledger"][1], "span_tokens": cut.span_tokens})
+
+
+@dataclass
+class Tallies:
+    """The tallies of consecutive conversations, by (source, frac) group, and their
+    ``--ledgers`` lines. A Dask worker adds a whole range's conversations into one and sends
+    only that back; merged in input order, they give exactly the single-process tallies (and
+    the groups in the same order)."""
+
+    conversations: int = 0
+    cuts: int = 0
+    groups: dict[tuple[str, str], dict[str, Tally]] = field(default_factory=dict)
+    cut_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    ledger_lines: list[str] = field(default_factory=list)
+
+    def add(self, scores: list[CutScore]) -> None:
+        """One conversation's cuts."""
+        self.conversations += 1
+        for score in scores:
+            self.cuts += 1
+            for group in ((score.source, _pct(score.frac)), (score.source, "all"),
+                          ("all", "all")):
+                bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
+                self.cut_counts[group] = self.cut_counts.get(group, 0) + 1
+                for name in CONTEXTS:
+                    hits, tokens = score.scores[name]
+                    bucket[name].add(score.gold, hits, tokens, score.span_tokens)
+            self.ledger_lines.append(json.dumps(score.ledger, ensure_ascii=False))
+
+    def merge(self, other: Tallies) -> None:
+        """Add ``other``, which came after (its ledger lines are not kept: write them)."""
+        self.conversations += other.conversations
+        self.cuts += other.cuts
+        for group, tallies in other.groups.items():
+            bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
+            for name in CONTEXTS:
+                bucket[name].merge(tallies[name])
+            self.cut_counts[group] = self.cut_counts.get(group, 0) + other.cut_counts[group]
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One conversation's cuts, scored: the map of ``run`` (``distributed`` runs it on Dask
+    workers). The packs travel with it; ``setup`` builds the ``Firewall`` once per process."""
+
+    packs: Sequence[Any] | None
+    fractions: Sequence[float]
+    budget: int | str | Budget
+    keep_last: int
+
+    def setup(self) -> Any:
+        from .guard import Firewall
+
+        return Firewall(self.packs)  # the same extraction, ledger update and fit as compaction
+
+    def partial(self) -> Tallies:
+        """Where consecutive results are added (on the worker: one per range)."""
+        return Tallies()
+
+    def __call__(self, firewall: Any, path: str, conversation: Conversation) -> list[CutScore]:
+        source = source_of(path)
+        return [CutScore.of(evaluate_cut(conversation, k, firewall=firewall, budget=self.budget,
+                                         keep_last=self.keep_last, source=source, frac=frac))
+                for frac, k in cut_points(len(conversation.turns), self.fractions)]
+
+
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         packs: Sequence[Any] | None = None, budget: int | str | Budget = Budget(),
         keep_last: int = 4, ledgers: Any = None,
         progress: Callable[[str], None] | None = None,
-        read: Callable[[str | Path], Iterable[Conversation]] | None = None) -> dict[str, Any]:
+        read: Callable[[str | Path], Iterable[Conversation]] | None = None,
+        scored: Callable[[EvalTask], Iterable[tuple[str, Tallies]]] | None = None
+        ) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
     ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
     file's conversations are read, one at a time (default ``read_conversations``).
+    ``scored``: maps the task over the files' conversations (``distributed``), yielding
+    ``(file, tallies)`` of consecutive conversations in input order; the result is the same.
     """
     from .formats import read_conversations
-    from .guard import Firewall
 
-    read = read or read_conversations
+    task = EvalTask(packs, tuple(fractions), budget, keep_last)
+    if scored is None:
+        read = read or read_conversations
+        firewall = task.setup()
 
-    firewall = Firewall(packs)  # the same extraction, ledger update and fit as a compaction
-    tallies: dict[tuple[str, str], dict[str, Tally]] = {}
-    cut_counts: dict[tuple[str, str], int] = {}
-    cuts = conversations = 0
-    for path in files:
-        source = source_of(path)
-        for conversation in read(path):
-            conversations += 1
-            for frac, k in cut_points(len(conversation.turns), fractions):
-                cut = evaluate_cut(conversation, k, firewall=firewall, budget=budget,
-                                   keep_last=keep_last, source=source, frac=frac)
-                cuts += 1
-                for group in ((source, _pct(frac)), (source, "all"), ("all", "all")):
-                    bucket = tallies.setdefault(group, {c: Tally() for c in CONTEXTS})
-                    cut_counts[group] = cut_counts.get(group, 0) + 1
-                    for name in CONTEXTS:
-                        bucket[name].add(cut.gold, cut.hits(name), cut.contexts[name][1],
-                                         cut.span_tokens)
-                if ledgers is not None:
-                    ledgers.write(json.dumps({
-                        "id": cut.id, "k": cut.k, "literals": cut.literals,
-                        "ledger_tokens": cut.contexts["ledger"][1],
-                        "span_tokens": cut.span_tokens}, ensure_ascii=False) + "\n")
-            if progress is not None:
-                progress(f"{source}: {conversations} conversation(s), {cuts} cut(s)")
-    return {"conversations": conversations, "cuts": cuts,
+        def one_by_one() -> Iterator[tuple[str, Tallies]]:
+            for path in files:
+                for conversation in read(path):
+                    tallies = task.partial()
+                    tallies.add(task(firewall, str(path), conversation))
+                    yield str(path), tallies
+
+        results: Iterable[tuple[str, Tallies]] = one_by_one()
+    else:
+        results = scored(task)
+    total = Tallies()
+    for path, tallies in results:
+        if ledgers is not None:
+            ledgers.writelines(line + "\n" for line in tallies.ledger_lines)
+        total.merge(tallies)
+        if progress is not None:
+            progress(f"{source_of(path)}: {total.conversations} conversation(s), "
+                     f"{total.cuts} cut(s)")
+    return {"conversations": total.conversations, "cuts": total.cuts,
             "budget": str(budget) if isinstance(budget, Budget) else budget,
             "keep_last": keep_last, "fractions": list(fractions),
-            "groups": [{"source": s, "frac": f, "cuts": cut_counts[(s, f)],
+            "groups": [{"source": s, "frac": f, "cuts": total.cut_counts[(s, f)],
                         **{c: t.summary() for c, t in ts.items()}}
-                       for (s, f), ts in tallies.items()]}
+                       for (s, f), ts in total.groups.items()]}
 
 
 def _pct(frac: float) -> str:
@@ -427,15 +519,17 @@ def _fractions(text: str) -> list[float]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .inputs import ConversationFiles
+    from .distributed import open_mapper
     from .options import packs_from_args
 
     packs = packs_from_args(args)
     out = open(args.ledgers, "w", encoding="utf-8") if args.ledgers else None
     try:
-        with ConversationFiles(args.files, fail_fast=args.fail_fast, label="eval") as files:
+        with open_mapper(args.dask, args.dask_partition) as mapper, \
+                mapper.files(args.files, fail_fast=args.fail_fast, label="eval") as files:
             result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
-                         keep_last=args.keep_last, ledgers=out, read=files.read)
+                         keep_last=args.keep_last, ledgers=out,
+                         scored=lambda task: mapper.map(task, files))
             bad = files.report()
     finally:
         if out is not None:
@@ -472,7 +566,8 @@ Every cost is the total over the cuts unless named med (median)."""
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
     from .cli import add_tokens_option
-    from .options import add_fail_fast_option, add_keep_last_option, add_rules_option
+    from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
+                          add_rules_option)
 
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations",
@@ -493,6 +588,7 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
     add_fail_fast_option(parser)
     add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn
+    add_dask_option(parser)
     parser.set_defaults(func=cmd_eval)
     return parser
 

@@ -52,7 +52,7 @@ class ConversationFiles:
         from .formats import read_conversations
 
         advance = self._bar.update if self._bar is not None else None
-        for conversation in read_conversations(path, on_error=self._bad_line,
+        for conversation in read_conversations(path, on_error=self.bad_line,
                                                on_progress=advance):
             self.conversations += 1
             if self._bar is not None:
@@ -76,7 +76,8 @@ class ConversationFiles:
         else:
             stream.write(text + "\n")
 
-    def _bad_line(self, error: ConversationError) -> None:
+    def bad_line(self, error: ConversationError) -> None:
+        """Report a bad line and count it (``fail_fast``: raise it)."""
         if self.fail_fast:
             raise error
         self.bad += 1
@@ -110,3 +111,37 @@ def _bar(paths: Sequence[str], label: str, stream: IO[str]) -> Any:
     return tqdm(total=total or None, unit="B", unit_scale=True, unit_divisor=1024,
                 desc=label, file=stream, dynamic_ncols=True, leave=False)
 
+
+
+def line_aligned_ranges(path: str | os.PathLike[str], size: int) -> list[tuple[int, int]]:
+    """``(start, end)`` byte ranges of about ``size`` bytes covering the file, each starting
+    and ending on a line start, so that a JSONL file is read in pieces by several workers
+    (``formats.read_jsonl_range``) and no line is cut or read twice."""
+    if size < 1:
+        raise ValueError(f"a byte range needs 1 byte or more, got {size}")
+    total = Path(path).stat().st_size
+    bounds = [0]
+    with open(path, "rb") as handle:
+        while bounds[-1] + size < total:
+            handle.seek(bounds[-1] + size - 1)
+            handle.readline()  # to the start of the line after the byte before the target
+            if handle.tell() >= total:
+                break
+            bounds.append(handle.tell())
+    bounds.append(total)
+    return list(zip(bounds, bounds[1:]))
+
+
+def count_lines(path: str | os.PathLike[str], start: int, end: int) -> int:
+    """Newlines in bytes ``start..end``: where the next range's line numbers start."""
+    count = 0
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = handle.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            left -= len(chunk)
+    return count

@@ -91,3 +91,41 @@ def summarizer_from_args(args: argparse.Namespace, **settings: Any) -> Any:
     from .summarizers.openai import OpenAISummarizer
 
     return OpenAISummarizer(base_url=args.base_url, **settings)
+
+
+def _dask_address(text: str) -> str:
+    """``--dask ADDRESS``: a scheduler address (``tcp://host:8786``), or ``local``."""
+    if text == "local" or "://" in text:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected a scheduler address like tcp://host:8786, got {text!r} (to start a local "
+        f"cluster, put --dask after the input files, or write --dask local)")
+
+
+def _byte_size(text: str) -> int:
+    """``64M``, ``512k``, ``1G`` or a number of bytes, 1 or more."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    scale = units.get(text[-1:].lower(), 1)
+    try:
+        value = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size like 64M or 4096: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 byte or more: {text!r}")
+    return value
+
+
+def add_dask_option(parser: argparse.ArgumentParser) -> None:
+    """``--dask [ADDRESS]`` and ``--dask-partition SIZE``, the same for every batch command
+    (``distributed`` runs them; the output is the same as without)."""
+    from .distributed import LOCAL, MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
+
+    parser.add_argument("--dask", nargs="?", const=LOCAL, type=_dask_address, metavar="ADDRESS",
+                        help="run on Dask (the dask extra): alone, a local cluster of one "
+                             "worker process per core; with tcp://host:8786, a running "
+                             "cluster whose workers see the input files. The output is the "
+                             "same as without")
+    parser.add_argument("--dask-partition", type=_byte_size, metavar="SIZE",
+                        help=f"bytes of a JSONL file per Dask task, e.g. 8M (default: the "
+                             f"input in {RANGES_PER_WORKER} ranges per worker, each "
+                             f"{MIN_PARTITION >> 20}M to {MAX_PARTITION >> 20}M)")

@@ -459,33 +459,77 @@ def payoffs(conversations: Iterable[Conversation], pack: Pack,
             fractions: Iterable[float] = FRACTIONS) -> dict[str, Payoff]:
     """Each rule of ``pack`` (by qualified id), with compaction after message
     ``floor(f * n)`` for each fraction ``f`` (``firewall eval``'s cut points)."""
-    extractor = Extractor([pack])
-    fractions = tuple(fractions)
+    task = PayoffTask(pack, tuple(fractions))
+    extractor = task.setup()
+    return add_payoffs(pack, (task(extractor, "", c) for c in conversations))
+
+
+def add_payoffs(pack: Pack, per_conversation: Iterable[tuple[str, dict[str, list[int]]]]
+                ) -> dict[str, Payoff]:
+    """The rules' payoffs summed over ``PayoffTask``'s per-conversation counts."""
     out = {qid: Payoff() for qid in pack.qualified_ids()}
-    for conversation in conversations:
+    for conversation_id, counts in per_conversation:
+        for qid, (pinned, gold) in counts.items():
+            out[qid].pinned += pinned
+            out[qid].gold += gold
+            if gold:
+                out[qid].conversations.add(conversation_id)
+    return out
+
+
+@dataclass(frozen=True)
+class PayoffTask:
+    """One conversation's ``[pinned, gold]`` per rule of ``pack``: the map of ``payoffs``
+    (``distributed`` runs it on Dask workers)."""
+
+    pack: Pack
+    fractions: tuple[float, ...]
+
+    def setup(self) -> Extractor:
+        return Extractor([self.pack])
+
+    def __call__(self, extractor: Extractor, source: str, conversation: Conversation
+                 ) -> tuple[str, dict[str, list[int]]]:
+        counts: dict[str, list[int]] = {}
         first: dict[str, dict[str, int]] = {}  # rule -> value -> turn it is first pinned at
         for index, turn in enumerate(conversation.turns):
             for lit in extractor.scan_turn(turn, index).literals:
                 first.setdefault(lit.rule, {}).setdefault(lit.value, index)
         if not first:
-            continue
+            return conversation.id, counts
         cuts = [(k, {g.literal for g in gold_set(conversation, k)})
-                for _f, k in cut_points(len(conversation.turns), fractions)]
+                for _f, k in cut_points(len(conversation.turns), self.fractions)]
         for qid, values in first.items():
             for value, turn in values.items():
                 after = [gold for k, gold in cuts if turn <= k]
                 if after:
-                    out[qid].pinned += 1
-                    if any(value in gold for gold in after):
-                        out[qid].gold += 1
-                        out[qid].conversations.add(conversation.id)
-    return out
+                    count = counts.setdefault(qid, [0, 0])
+                    count[0] += 1
+                    count[1] += any(value in gold for gold in after)
+        return conversation.id, counts
+
+
+@dataclass(frozen=True)
+class MineTask:
+    """One conversation's (load-bearing uses, the misses of ``packs``): the first map of
+    ``suggest``."""
+
+    packs: tuple[Pack, ...]
+
+    def setup(self) -> Extractor:
+        return Extractor(list(self.packs))
+
+    def __call__(self, extractor: Extractor, source: str, conversation: Conversation
+                 ) -> tuple[int, list[Use]]:
+        uses, misses = load_bearing(conversation, extractor)
+        return len(uses), misses
 
 
 def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
             name: str = "suggested", min_conversations: int = 2,
             min_precision: float = MIN_PRECISION,
-            again: Callable[[], Iterable[Conversation]] | None = None) -> Suggestion:
+            again: Callable[[], Iterable[Conversation]] | None = None,
+            mapped: Callable[[Any, bool], Iterable[Any]] | None = None) -> Suggestion:
     """Mine ``conversations`` for misses of ``packs`` and propose a validated pack.
 
     A group needs misses in ``min_conversations`` conversations. A rule is proposed only if it
@@ -493,18 +537,30 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
     gold in ``min_conversations`` conversations; and it is not one that matches mostly noise in
     ordinary shell output (``lint.shell_noise``: flags, ``key=value`` settings, sizes),
     whatever the mined data says. ``again``: reads the conversations a second time for the
-    precision, so that they are never all held in memory (large logs).
+    precision, so that they are never all held in memory (large logs). ``mapped(task,
+    again)``: maps the two passes' tasks (``MineTask``, then ``PayoffTask``) over the
+    conversations elsewhere (``distributed``), yielding results in input order; given,
+    ``conversations`` and ``again`` are not used.
     """
-    extractor = Extractor(list(packs))
+    mine = MineTask(tuple(packs))
     mined: list[Conversation] = []  # held only when they cannot be read again
-    uses: list[Use] = []
+    if mapped is None:
+        extractor = mine.setup()
+
+        def read() -> Iterator[tuple[int, list[Use]]]:
+            for conversation in conversations:
+                if again is None:
+                    mined.append(conversation)
+                yield mine(extractor, "", conversation)
+
+        results: Iterable[tuple[int, list[Use]]] = read()
+    else:
+        results = mapped(mine, False)
+    uses = 0
     misses: list[Use] = []
-    for conversation in conversations:
-        found, missed = load_bearing(conversation, extractor)
+    for found, missed in results:
         uses += found
         misses += missed
-        if again is None:
-            mined.append(conversation)
     signatures: dict[str, str] = {}
     groups = group_misses(misses)
     rules: list[dict[str, Any]] = []
@@ -536,7 +592,10 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
     rules = [r for r in rules if r["id"] not in dropped]
     noise = {r.qid: shell_noise(r) for r in compile_pack(candidates)
              if isinstance(r, CompiledRegex)}
-    paid = payoffs(mined if again is None else again(), candidates)
+    if mapped is None:
+        paid = payoffs(mined if again is None else again(), candidates)
+    else:
+        paid = add_payoffs(candidates, mapped(PayoffTask(candidates, FRACTIONS), True))
     kept: list[dict[str, Any]] = []
     kept_payoffs: dict[str, Payoff] = {}
     for rule in rules:
@@ -558,7 +617,7 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
         rule["description"] += f" On the mined conversations: {payoff}."
         kept.append(rule)
         kept_payoffs[rule["id"]] = payoff
-    header = (f"# Suggested by `firewall rules suggest`: {len(uses)} load-bearing literal "
+    header = (f"# Suggested by `firewall rules suggest`: {uses} load-bearing literal "
               f"use(s), {len(misses)} missed by the current packs, {len(groups)} group(s).\n"
               f"# Kept: rules with precision above {min_precision:.0%} on the mined "
               f"conversations, compacted at {', '.join(f'{f:.0%}' for f in FRACTIONS)}.\n"
@@ -566,26 +625,26 @@ def suggest(conversations: Iterable[Conversation], packs: Iterable[Pack], *,
               f"conversations.\n")
     text, pack, late = validated_pack(name, kept, description=description, header=header)
     kept = [r for r in kept if r["id"] not in late]
-    return Suggestion(len(uses), misses, groups, kept, skipped, dropped + late, text, pack,
+    return Suggestion(uses, misses, groups, kept, skipped, dropped + late, text, pack,
                       {r["id"]: kept_payoffs[r["id"]] for r in kept})
 
 
 # ── CLI ─────────────────────────────────────────────────────────────────────────────────
 
 def cmd_rules_suggest(args: argparse.Namespace) -> int:
-    from .formats import read_conversations
-    from .inputs import ConversationFiles
+    from .distributed import open_mapper
     from .options import packs_from_args
 
     packs = packs_from_args(args, strict=False)
-    def again() -> Iterator[Conversation]:  # the precision pass: bad lines already reported
-        for path in args.file:
-            yield from read_conversations(path, on_error=lambda error: None)
+    with open_mapper(args.dask, args.dask_partition) as mapper, \
+            mapper.files(args.file, fail_fast=args.fail_fast, label="suggest") as files:
+        def mapped(task: Any, again: bool) -> Iterator[Any]:
+            # the precision pass reads the files again: their bad lines are already reported
+            read = quiet(args.file) if again else files
+            return (result for _, result in mapper.map(task, read))
 
-    with ConversationFiles(args.file, fail_fast=args.fail_fast, label="suggest") as files:
-        result = suggest((conversation for _, conversation in files), packs, name=args.name,
-                         min_conversations=args.min_conversations,
-                         min_precision=args.min_precision, again=again)
+        result = suggest((), packs, name=args.name, min_conversations=args.min_conversations,
+                         min_precision=args.min_precision, mapped=mapped)
         bad = files.report()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
@@ -605,6 +664,15 @@ def cmd_rules_suggest(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def quiet(paths: list[str]) -> Any:
+    """The files read again, their bad lines skipped without a word."""
+    import io
+
+    from .inputs import ConversationFiles
+
+    return ConversationFiles(paths, stream=io.StringIO(), progress=False)
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -617,7 +685,7 @@ def _share(text: str) -> float:
 
 def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
     """Register ``suggest`` under the ``firewall rules`` subcommand group."""
-    from .options import add_fail_fast_option, add_rules_option
+    from .options import add_dask_option, add_fail_fast_option, add_rules_option
 
     command = rules_subparsers.add_parser(
         "suggest", help="propose rules for load-bearing literals the current packs miss")
@@ -633,5 +701,6 @@ def add_suggest_command(rules_subparsers: Any) -> argparse.ArgumentParser:
                               "pins in the mined conversations is used later in a tool call "
                               f"(default {MIN_PRECISION})")
     add_fail_fast_option(command)
+    add_dask_option(command)
     command.set_defaults(func=cmd_rules_suggest)
     return command

@@ -106,6 +106,11 @@ def count_tokens(text: str) -> int:
     return n
 
 
+def token_counter() -> TokenCounter:
+    """The counter installed (a Dask worker is handed the client's)."""
+    return _counter
+
+
 def set_token_counter(counter: TokenCounter) -> TokenCounter:
     """Install a token counter (e.g. a vendor's count-tokens API); returns the previous one."""
     global _counter

@@ -82,27 +82,20 @@ def _from_document(doc: Any, *, source: str, line: int | None, default_id: str) 
 
 def read_conversations(path: str | Path, *,
                        on_error: Callable[[ConversationError], None] | None = None,
-                       on_progress: Callable[[int], None] | None = None
-                       ) -> Iterator[Conversation]:
+                       on_progress: Callable[[int], None] | None = None,
+                       name: str | None = None) -> Iterator[Conversation]:
     """Yield the conversations of a file, one JSONL line at a time (memory stays bounded).
 
     ``on_error``: given, a bad line is handed to it as a ``ConversationError`` naming the file
     and line, and reading goes on with the next line; without it the first one is raised.
-    ``on_progress``: called with the number of bytes read since its last call.
+    ``on_progress``: called with the number of bytes read since its last call. ``name``: what
+    errors call the file (default: ``path``; a Dask worker opens it by its absolute path).
     """
     path = Path(path)
-    name = str(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise ConversationError(f"cannot open: {exc.strerror}", source=name) from None
+    name = name or str(path)
+    handle, jsonl = _open(path, name)
     with handle:
-        head = handle.read(1 << 16).lstrip()
-        handle.seek(0)
-        if not head:
-            raise ConversationError("the file is empty", source=name)
-        if head[:1] == b"[" or not _looks_like_jsonl(handle):
-            handle.seek(0)
+        if not jsonl:
             data = handle.read()  # one JSON document: one conversation, read whole
             if on_progress is not None:
                 on_progress(len(data))
@@ -116,8 +109,55 @@ def read_conversations(path: str | Path, *,
                 return
             yield conversation
             return
-        handle.seek(0)
         yield from _read_jsonl(handle, name, path.stem, on_error, on_progress)
+
+
+def is_jsonl(path: str | Path) -> bool:
+    """True for a JSONL file (one conversation per line: it can be read by byte ranges), False
+    for one JSON document; a file that cannot be opened or is empty is a ``ConversationError``,
+    as ``read_conversations`` raises it."""
+    handle, jsonl = _open(Path(path), str(path))
+    handle.close()
+    return jsonl
+
+
+def read_jsonl_range(path: str | Path, start: int, end: int, *, first_line: int,
+                     on_error: Callable[[ConversationError], None] | None = None,
+                     name: str | None = None) -> Iterator[Conversation]:
+    """The conversations of the lines in bytes ``start..end`` of a JSONL file (both on line
+    starts), numbered from ``first_line``: a bad line and a conversation without an id are
+    named by their line in the whole file, exactly as ``read_conversations`` names them."""
+    path = Path(path)
+    with path.open("rb") as handle:
+        handle.seek(start)
+
+        def lines() -> Iterator[bytes]:
+            left = end - start
+            while left > 0:
+                raw = handle.readline()
+                if not raw:
+                    return
+                left -= len(raw)
+                yield raw
+
+        yield from _read_jsonl(lines(), name or str(path), path.stem, on_error,
+                               first_line=first_line)
+
+
+def _open(path: Path, name: str) -> tuple[Any, bool]:
+    """The file opened in binary (the caller closes it) and whether it is JSONL."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise ConversationError(f"cannot open: {exc.strerror}", source=name) from None
+    head = handle.read(1 << 16).lstrip()
+    handle.seek(0)
+    if not head:
+        handle.close()
+        raise ConversationError("the file is empty", source=name)
+    jsonl = head[:1] != b"[" and _looks_like_jsonl(handle)
+    handle.seek(0)
+    return handle, jsonl
 
 
 def _looks_like_jsonl(handle: Any) -> bool:
@@ -140,8 +180,9 @@ def _looks_like_jsonl(handle: Any) -> bool:
 
 def _read_jsonl(lines: Iterable[bytes], source: str, stem: str,
                 on_error: Callable[[ConversationError], None] | None = None,
-                on_progress: Callable[[int], None] | None = None) -> Iterator[Conversation]:
-    for number, raw in enumerate(lines, start=1):
+                on_progress: Callable[[int], None] | None = None, *,
+                first_line: int = 1) -> Iterator[Conversation]:
+    for number, raw in enumerate(lines, start=first_line):
         if on_progress is not None:
             on_progress(len(raw))
         if not raw.strip():
