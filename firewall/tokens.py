@@ -86,11 +86,15 @@ def estimate_tokens(text: str) -> int:
 
 _counter: TokenCounter = estimate_tokens
 _cache: OrderedDict[str, int] = OrderedDict()  # the same turns are counted at every compaction
-_CACHE_SIZE, _CACHE_MIN_CHARS = 65536, 6
+# bounded by the characters it holds, not by entries: 65,536 coding-agent turns of 10 KB each
+# would hold 650 MB of text alive after their conversations are done
+_CACHE_CHARS, _CACHE_MIN_CHARS = 1 << 23, 6
+_cached_chars = 0
 _lock = threading.Lock()
 
 
 def count_tokens(text: str) -> int:
+    global _cached_chars
     if len(text) < _CACHE_MIN_CHARS:
         return _counter(text)
     with _lock:
@@ -99,10 +103,14 @@ def count_tokens(text: str) -> int:
             _cache.move_to_end(text)
             return n
     n = _counter(text)
+    if len(text) > _CACHE_CHARS // 16:  # one huge text must not flush everything else
+        return n
     with _lock:
-        _cache[text] = n
-        if len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        if text not in _cache:
+            _cache[text] = n
+            _cached_chars += len(text)
+            while _cached_chars > _CACHE_CHARS:
+                _cached_chars -= len(_cache.popitem(last=False)[0])
     return n
 
 
@@ -113,10 +121,11 @@ def token_counter() -> TokenCounter:
 
 def set_token_counter(counter: TokenCounter) -> TokenCounter:
     """Install a token counter (e.g. a vendor's count-tokens API); returns the previous one."""
-    global _counter
+    global _counter, _cached_chars
     with _lock:
         previous, _counter = _counter, counter
         _cache.clear()
+        _cached_chars = 0
     return previous
 
 

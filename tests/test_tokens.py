@@ -43,6 +43,18 @@ def test_an_installed_counter_is_used_and_its_cache_dropped_on_change(restore_co
     assert count_tokens(text) == before
 
 
+def test_the_memo_is_bounded_by_the_text_it_holds(restore_counter):
+    from firewall import tokens
+
+    set_token_counter(estimate_tokens)  # starts empty
+    turn = 64 * 1024  # a long tool result, as coding agents read whole files
+    for i in range(3 * tokens._CACHE_CHARS // turn):
+        count_tokens(f"{i:08d}" + "x" * (turn - 8))
+    held = sum(map(len, tokens._cache))
+    assert held == tokens._cached_chars <= tokens._CACHE_CHARS
+    assert len(tokens._cache) < 3 * tokens._CACHE_CHARS // turn  # the oldest went
+
+
 def test_calibrated_scales_the_estimate_with_one_call_to_the_reference():
     calls: list[str] = []
 
