@@ -32,7 +32,7 @@ def test_public_surface_is_pinned():
         "ExtractiveSummarizer", "Extractor", "Finding", "Firewall", "FirewallError", "IntegrationError", "Ledger",
         "Literal", "OpenAISummarizer", "Pack", "PackError", "RequiredLiteral", "Scanner",
         "ScriptedSummarizer", "Summarizer", "Summary", "SummaryRequest", "SummarizerError",
-        "ToolCall", "Turn", "Verdict", "load_packs", "open_audit_log", "parse_messages",
+        "ToolCall", "Trigger", "Turn", "Verdict", "load_packs", "open_audit_log", "parse_messages",
         "read_conversations", "validate"]) + ["__version__"]
     for name in firewall.__all__:
         assert getattr(firewall, name) is not None
