@@ -12,7 +12,7 @@ from typing import Any
 from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
-                      non_negative, packs_from_args)
+                      add_tokens_option, non_negative, packs_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
 # documented in the README and in `firewall --help`
@@ -501,15 +501,6 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
                              "else the per-user state folder)")
     if parser.prog.split()[-1] == "compact":
         parser.add_argument("--no-audit", action="store_true", help="write no audit record")
-
-
-def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--tokens", default=default, metavar="COUNTER",
-                        help="what counts tokens: estimate (offline, o200k-calibrated), o200k, "
-                             "cl100k (need bpe-openai or tiktoken), anthropic[:MODEL] (the "
-                             "count-tokens API: opt-in, one call to calibrate the estimate on "
-                             "the input with every secret masked), auto (the estimate: "
-                             f"counting never picks a vendor by itself); default {default}")
 
 
 def _install_token_counter(args: argparse.Namespace) -> None:

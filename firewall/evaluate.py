@@ -471,8 +471,8 @@ Every cost is the total over the cuts unless named med (median)."""
 
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
-    from .cli import add_tokens_option
-    from .options import add_fail_fast_option, add_keep_last_option, add_rules_option
+    from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
+                          add_tokens_option)
 
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations",
@@ -496,13 +496,3 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.set_defaults(func=cmd_eval)
     return parser
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m firewall.evaluate FILE...``: the same as ``firewall eval``."""
-    from .cli import main as cli_main
-
-    return cli_main(["eval", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -63,3 +63,12 @@ KEEP_LAST = 8  # messages kept verbatim at the end: the same default for compact
 def add_keep_last_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--keep-last", type=non_negative, default=KEEP_LAST, metavar="N",
                         help=f"messages kept verbatim at the end{what} (default {KEEP_LAST})")
+
+
+def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--tokens", default=default, metavar="COUNTER",
+                        help="what counts tokens: estimate (offline, o200k-calibrated), o200k, "
+                             "cl100k (need bpe-openai or tiktoken), anthropic[:MODEL] (the "
+                             "count-tokens API: opt-in, one call to calibrate the estimate on "
+                             "the input with every secret masked), auto (the estimate: "
+                             f"counting never picks a vendor by itself); default {default}")
