@@ -12,7 +12,8 @@ from typing import Any
 from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
-                      add_tokens_option, non_negative, packs_from_args)
+                      add_summarizer_options, add_tokens_option, non_negative, packs_from_args,
+                      summarizer_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
 # documented in the README and in `firewall --help`
@@ -166,22 +167,6 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
 
 # ── compact / check ─────────────────────────────────────────────────────────────────────
 
-def _summarizer(args: argparse.Namespace):
-    name = args.summarizer
-    if name == "extractive":
-        from .summarizers.extractive import ExtractiveSummarizer
-
-        return ExtractiveSummarizer()
-    if name == "anthropic":
-        from .summarizers.anthropic import AnthropicSummarizer
-
-        return AnthropicSummarizer(**({"model": args.model} if args.model else {}))
-    from .summarizers.openai import OpenAISummarizer
-
-    kwargs = {"model": args.model} if args.model else {}
-    return OpenAISummarizer(base_url=args.base_url, **kwargs)
-
-
 def _audit_log(args: argparse.Namespace):
     """The log to read (an unopenable one is an error), or for ``compact`` to write to (an
     unopenable one is reported after the output, like a failed write)."""
@@ -248,7 +233,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     fw = Firewall(_packs(args), budget_tokens=args.budget, max_retries=args.max_retries,
                   policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
-                  required=args.required, audit=_audit_log(args), summarizer=_summarizer(args),
+                  required=args.required, audit=_audit_log(args), summarizer=summarizer_from_args(args),
                   template=_template(args))
     ledger_path = Path(args.ledger) if args.ledger else None
     ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
@@ -562,10 +547,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     _add_pack_options(compact)
     add_tokens_option(compact, "estimate")
     add_keep_last_option(compact, "")
-    compact.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
-                         default="extractive", help="default: the offline extractive one")
-    compact.add_argument("--model", help="model for the anthropic / openai summarizers")
-    compact.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
+    add_summarizer_options(compact)
     compact.add_argument("--max-retries", type=non_negative, default=2, metavar="N",
                          help="times the summarizer is asked again, with feedback, when its "
                               "summary lost or mutated a required literal (default 2)")

@@ -72,3 +72,27 @@ def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
                              "count-tokens API: opt-in, one call to calibrate the estimate on "
                              "the input with every secret masked), auto (the estimate: "
                              f"counting never picks a vendor by itself); default {default}")
+
+
+def add_summarizer_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--summarizer", choices=("extractive", "anthropic", "openai"),
+                        default="extractive", help="default: the offline extractive one")
+    parser.add_argument("--model", help="model for the anthropic / openai summarizers")
+    parser.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
+
+
+def summarizer_from_args(args: argparse.Namespace) -> Any:
+    """The summarizer ``--summarizer``, ``--model`` and ``--base-url`` name."""
+    name = args.summarizer
+    if name == "extractive":
+        from .summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if name == "anthropic":
+        from .summarizers.anthropic import AnthropicSummarizer
+
+        return AnthropicSummarizer(**({"model": args.model} if args.model else {}))
+    from .summarizers.openai import OpenAISummarizer
+
+    kwargs = {"model": args.model} if args.model else {}
+    return OpenAISummarizer(base_url=args.base_url, **kwargs)
