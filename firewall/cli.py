@@ -634,6 +634,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
 
     lazy("rules suggest", lambda: _import("suggest").add_suggest_command(rules_sub), rules_sub)
     lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
+    lazy("replay", lambda: _import("replay").add_replay_command(sub))
     lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
     return parser
 

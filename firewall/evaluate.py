@@ -27,6 +27,7 @@ import json
 import math
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +172,19 @@ def gold_set(conversation: Conversation, k: int,
     return list(gold.values())
 
 
+def uses_after(conversation: Conversation, k: int) -> Counter[str]:
+    """How often each candidate string of ``gold_set`` is passed to a tool call after ``k``
+    (a token also under its form without sentence punctuation, as the gold takes it)."""
+    counts: Counter[str] = Counter()
+    for turn in conversation.turns[k + 1:]:
+        for call in turn.tool_calls:
+            for _, text, _ in argument_strings(call.arguments):
+                counts[text] += 1
+                if text.strip(_PUNCT) != text:
+                    counts[text.strip(_PUNCT)] += 1
+    return counts
+
+
 def naive_ledger(turns: Sequence[Turn]) -> str:
     """The floor to beat: every distinct token of ``turns`` (4+ characters, split like the gold)
     that holds a digit, ``/`` or ``@``, space-separated, in order of first appearance."""
@@ -253,8 +267,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     cut = Cut(conversation.id, source, frac, k, gold, span_tokens,
               literals=ledger.values())
     cut.contexts = {
-        "ledger": ctx(block, _decoded(ledger)),
-        "ledger+tail": ctx(block, _decoded(ledger), tail),
+        "ledger": ctx(block, decoded_values(ledger)),
+        "ledger+tail": ctx(block, decoded_values(ledger), tail),
         "user": ctx(user),
         "tail": ctx(tail),
         "user+tail": ctx(tail_user),
@@ -268,7 +282,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     return cut
 
 
-def _decoded(ledger: Ledger) -> str:
+def decoded_values(ledger: Ledger) -> str:
     """Values the block shows JSON-escaped, as the model decodes them."""
     from .ledger import is_plain
 
