@@ -353,6 +353,28 @@ def _positive(text: str) -> int:
     return value
 
 
+REPLAY_DESCRIPTION = """\
+Replay each recorded conversation message by message as a harness would: whenever the live
+context crosses the watermark, compact it (summary + ledger + the last --keep-last messages,
+never splitting a tool call from its result) with the conversation's cumulative ledger, then
+append the following recorded messages to the compacted context. Each compaction is measured
+against the rest of the recording, with the gold of `firewall eval`."""
+
+REPLAY_EPILOG = f"""\
+The table: one row per conversation, written as it is replayed, then the totals.
+  msgs, comp            recorded messages; compactions
+  peak tok              the largest live context, in tokens
+  ID                    ID-like gold over its compactions: strings a tool call after the
+                        compaction passed verbatim, already in the covered messages, 4+
+                        characters holding a digit, / or @ (as eval)
+  ctx ID, min ID        their recall (%) in the composed context (summary + ledger + kept
+                        messages), over the conversation and at its worst compaction
+  ctx str               recall of the strict gold (eval's strict) in the composed context
+  ledger, share         ledger tokens, and their share (%) of the compacted spans' tokens
+--json prints one line per conversation instead (firewall.replaylog.ReplayConversation; a
+secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a usage error."""
+
+
 def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall replay`` on the CLI's subparsers."""
     from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
@@ -361,7 +383,7 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "replay", help="replay recorded conversations as a harness would, compacting at a "
                        "watermark, and measure each compaction",
-        description=__doc__.split("\n\n")[1].replace("``", ""),
+        description=REPLAY_DESCRIPTION, epilog=REPLAY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="recorded conversations (JSONL, or one JSON conversation)")
