@@ -296,9 +296,10 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
 # ── the command ──────────────────────────────────────────────────────────────────────────────
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from .audit import escape_surrogates
+    from .evaluate import source_of
     from .guard import Firewall
     from .inputs import ConversationFiles
-    from .evaluate import source_of
     from .options import packs_from_args, summarizer_from_args
 
     trigger = Trigger(window=args.window, watermark=args.watermark, policy=args.trigger,
@@ -310,8 +311,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     totals = Totals()
 
     def write_context(record: dict[str, Any]) -> None:
-        assert out is not None
-        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        if out is not None:  # a lone surrogate of the input as its JSON escape: no crash
+            out.write(escape_surrogates(json.dumps(record, ensure_ascii=False)) + "\n")
 
     try:
         with ConversationFiles(args.files, fail_fast=args.fail_fast, label="replay") as files:
