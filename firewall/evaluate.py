@@ -495,7 +495,8 @@ The table: one row per source file and compaction point (frac), then per source,
   ('-' when there are none); on shorter spans the share says little and the ledger's
   absolute tokens are shown instead:
   ledger ID / strict    the ledger block alone
-  cuts >={COST_SPAN_MIN // 1000}k            cuts whose span has {COST_SPAN_MIN:,} tokens or more: the cost columns are theirs
+  cuts >={COST_SPAN_MIN // 1000}k            cuts whose span has {COST_SPAN_MIN:,} tokens or more: the cost
+                        columns are theirs
   cost med, cost total  median ledger share per cut; all ledger tokens / all span tokens
   cuts <{COST_SPAN_MIN // 1000}k, ledger tok med
                         the shorter cuts, and the ledger's median tokens on them
@@ -507,7 +508,8 @@ The table: one row per source file and compaction point (frac), then per source,
                         (split like the gold); a rule pack earns its keep by beating it on
                         recall and cost
   oracle                a ledger of exactly the gold: the least any ledger could cost
-Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless named med (median)."""
+Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless named med
+(median)."""
 
 
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""`firewall replay`: recorded conversations driven as a harness would, compacting at a watermark."""
+"""`firewall replay`: recorded conversations driven as a harness would, compacting at a
+watermark."""
 
 import json
 
