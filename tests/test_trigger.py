@@ -198,7 +198,7 @@ def test_parallel_responses_calls_keep_every_output_with_its_call():
 
 def test_the_nudge_moves_the_boundary_back_to_the_end_of_an_exchange():
     turns = parse_messages(native()).turns
-    span = Span(1, 8)  # the tail would open on the result of c3 ... no: on that result's call
+    span = Span(1, 8)  # a tail opening on c3's result: back to its call, then to the question
     assert not exchange_ends_before(turns, 7) and exchange_ends_before(turns, 6)
     assert Trigger(window=10, nudge=4).boundary(turns, span) == 6  # "And the order ...?"
     assert Trigger(window=10, nudge=0).boundary(turns, Span(1, 7)) == 7
