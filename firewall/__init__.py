@@ -26,6 +26,7 @@ _EXPORTS = {
     "Ledger": "ledger", "Budget": "budget", "validate": "validate", "Verdict": "validate",
     "Finding": "validate",
     "Firewall": "guard", "CompactionResult": "guard", "CallableSummarizer": "guard",
+    "Trigger": "trigger",
     # summarizers
     "Summarizer": "summarizers.base", "SummaryRequest": "summarizers.base",
     "Summary": "summarizers.base", "RequiredLiteral": "summarizers.base",

@@ -11,8 +11,9 @@ from typing import Any
 
 from .budget import Budget, parse_budget
 from .errors import FirewallError
-from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                      add_rules_option, add_summarizer_options, non_negative, packs_from_args,
+from .options import (add_audit_options, add_dask_option, add_fail_fast_option,
+                      add_keep_last_option, add_rules_option, add_summarizer_options,
+                      add_tokens_option, missing_log_file, non_negative, packs_from_args,
                       summarizer_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
@@ -418,7 +419,7 @@ def _check_outcome(verdict) -> str:
 # ── audit ───────────────────────────────────────────────────────────────────────────────
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    missing = _missing_audit_log(args)
+    missing = missing_log_file(args.audit_db)
     if missing is not None:  # reading must not create the log (nor its folder)
         sys.stderr.write(f"firewall: no audit log at {missing} yet: nothing was recorded "
                          f"there (--audit-db or $FIREWALL_AUDIT_DB picks another)\n")
@@ -450,25 +451,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _missing_audit_log(args: argparse.Namespace) -> str | None:
-    """The audit log's path when it does not exist yet, else None."""
-    return _missing_log_file(args.audit_db)
-
-
-def _missing_log_file(spec: str | None) -> str | None:
-    """The path of the log file ``spec`` names when it does not exist yet, else None (a
-    database server's log exists as soon as it can be opened)."""
-    from pathlib import Path
-
-    from .audit import audit_db_spec, default_db_path, is_database_url
-
-    spec = audit_db_spec(spec)
-    if spec == ":memory:" or is_database_url(spec):
-        return None
-    path = Path(spec).expanduser() if spec else default_db_path()
-    return None if path.exists() else str(path)
-
-
 def cmd_audit_copy(args: argparse.Namespace) -> int:
     """``audit copy SRC DST``: every record of a log into a PostgreSQL one (see
     ``PostgresAuditLog.copy_from``: idempotent, hashes carried only under the same key)."""
@@ -478,7 +460,7 @@ def cmd_audit_copy(args: argparse.Namespace) -> int:
         sys.stderr.write(f"firewall: audit copy: {args.dst!r} is not a postgresql:// URL; "
                          f"copy into a PostgreSQL log (a file log is copied with cp)\n")
         return EXIT_USAGE
-    missing = _missing_log_file(args.src)
+    missing = missing_log_file(args.src)
     if missing is not None:
         sys.stderr.write(f"firewall: audit copy: no audit log at {missing}\n")
         return EXIT_USAGE
@@ -526,24 +508,6 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tools", metavar="TOOLS.json",
                         help="the agent's tool definitions (Anthropic or OpenAI): pin the "
                              "values of their identifier parameters")
-
-
-def _add_audit_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--audit-db", metavar="PATH_OR_URL",
-                        help="audit log: SQLite file, .jsonl, or postgresql://... shared by "
-                             "many machines (the postgres extra; key: $FIREWALL_AUDIT_KEY) "
-                             "(default: $FIREWALL_AUDIT_DB, else the per-user state folder)")
-    if parser.prog.split()[-1] == "compact":
-        parser.add_argument("--no-audit", action="store_true", help="write no audit record")
-
-
-def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--tokens", default=default, metavar="COUNTER",
-                        help="what counts tokens: estimate (offline, o200k-calibrated), o200k, "
-                             "cl100k (need bpe-openai or tiktoken), anthropic[:MODEL] (the "
-                             "count-tokens API: opt-in, one call to calibrate the estimate on "
-                             "the input with every secret masked), auto (the estimate: "
-                             f"counting never picks a vendor by itself); default {default}")
 
 
 def _install_token_counter(args: argparse.Namespace) -> None:
@@ -623,7 +587,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
                          help="replace sensitive literals by placeholders for the summarizer")
     compact.add_argument("--ledger", metavar="PATH",
                          help="ledger JSON to continue from and to save (cumulative)")
-    _add_audit_options(compact)
+    add_audit_options(compact)
     compact.add_argument("--out", metavar="PATH", help="write the compacted conversation(s)")
     compact.add_argument("--json", action="store_true", help="JSON output with a report")
     add_fail_fast_option(compact)
@@ -673,7 +637,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
                                        "keyed hash)")
     export = audit_sub.add_parser("export", help="every record, one JSON object per line")
     for command in (listing, show, literal, export):
-        _add_audit_options(command)
+        add_audit_options(command)
         command.set_defaults(func=cmd_audit)
     copy = audit_sub.add_parser(
         "copy", help="copy every record of a log into a PostgreSQL log (run again: it "
@@ -702,6 +666,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
 
     lazy("rules suggest", lambda: _import("suggest").add_suggest_command(rules_sub), rules_sub)
     lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
+    lazy("replay", lambda: _import("replay").add_replay_command(sub))
     lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
     lazy("diagnose", lambda: _import("diagnostics").add_diagnose_command(sub))
     lazy("report", lambda: _import("report").add_report_command(sub))

@@ -48,9 +48,26 @@ def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = Non
         while end > start and tail < keep_tokens:
             end -= 1
             tail += turn_tokens(turns[end])
-    while start < end < len(turns) and turns[end].role == "tool":
-        end -= 1  # the tail starts with a tool result: move its call into the tail too
+    while start < end < len(turns) and splits_tool_pair(turns, end, start):
+        end -= 1  # move the call into the tail with its result
     return Span(start, end)
+
+
+def splits_tool_pair(turns: list[Turn], boundary: int, start: int = 0) -> bool:
+    """Would a tail starting at ``boundary`` separate a tool call from its result? It does when
+    the tail opens with a tool result (every format makes a result a ``tool`` turn; an Anthropic
+    message of several ``tool_result`` blocks is one turn), or when a call of
+    ``turns[start:boundary]`` is answered, by id, only at ``boundary`` or later (the Responses
+    API's parallel ``function_call`` items precede all their outputs)."""
+    if not start < boundary < len(turns):
+        return False
+    if turns[boundary].role == "tool":
+        return True
+    answered = {t.tool_call_id for t in turns[start:boundary] if t.role == "tool"}
+    open_calls = {c.id for t in turns[start:boundary] for c in t.tool_calls
+                  if c.id is not None and c.id not in answered}
+    return bool(open_calls) and any(t.role == "tool" and t.tool_call_id in open_calls
+                                    for t in turns[boundary:])
 
 
 def with_tool_pairs(turns: list[Turn], indices: Iterable[int], span: Span) -> list[int]:

@@ -27,6 +27,7 @@ import json
 import math
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +172,19 @@ def gold_set(conversation: Conversation, k: int,
     return list(gold.values())
 
 
+def uses_after(conversation: Conversation, k: int) -> Counter[str]:
+    """How often each candidate string of ``gold_set`` is passed to a tool call after ``k``
+    (a token also under its form without sentence punctuation, as the gold takes it)."""
+    counts: Counter[str] = Counter()
+    for turn in conversation.turns[k + 1:]:
+        for call in turn.tool_calls:
+            for _, text, _ in argument_strings(call.arguments):
+                counts[text] += 1
+                if text.strip(_PUNCT) != text:
+                    counts[text.strip(_PUNCT)] += 1
+    return counts
+
+
 def naive_ledger(turns: Sequence[Turn]) -> str:
     """The floor to beat: every distinct token of ``turns`` (4+ characters, split like the gold)
     that holds a digit, ``/`` or ``@``, space-separated, in order of first appearance."""
@@ -253,8 +267,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     cut = Cut(conversation.id, source, frac, k, gold, span_tokens,
               literals=ledger.values())
     cut.contexts = {
-        "ledger": ctx(block, _decoded(ledger)),
-        "ledger+tail": ctx(block, _decoded(ledger), tail),
+        "ledger": ctx(block, decoded_values(ledger)),
+        "ledger+tail": ctx(block, decoded_values(ledger), tail),
         "user": ctx(user),
         "tail": ctx(tail),
         "user+tail": ctx(tail_user),
@@ -268,7 +282,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     return cut
 
 
-def _decoded(ledger: Ledger) -> str:
+def decoded_values(ledger: Ledger) -> str:
     """Values the block shows JSON-escaped, as the model decodes them."""
     from .ledger import is_plain
 
@@ -280,15 +294,24 @@ def _decoded(ledger: Ledger) -> str:
 CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle")
 
 
+# Cost is judged where compaction happens: a share of spans this long or longer; on shorter
+# ones (a 1.5k-token support chat nobody compacts) the share says little, so their absolute
+# tokens are reported instead.
+COST_SPAN_MIN = 16_000
+
+
 @dataclass
 class Tally:
-    """Micro-averaged recall and cost of one context over many cuts."""
+    """Micro-averaged recall of one context over many cuts; its cost as a share of the spans of
+    ``COST_SPAN_MIN`` tokens or more (``tokens`` / ``span_tokens`` count those cuts only), and
+    as absolute tokens on the shorter ones."""
 
     hit: dict[str, int] = field(default_factory=lambda: {"id_like": 0, "strict": 0, "all": 0})
     n: dict[str, int] = field(default_factory=lambda: {"id_like": 0, "strict": 0, "all": 0})
     tokens: int = 0
     span_tokens: int = 0
     ratios: list[float] = field(default_factory=list)
+    short_tokens: list[int] = field(default_factory=list)
 
     def add(self, gold: Sequence[Gold], hits: Sequence[bool], tokens: int, span: int) -> None:
         for g, ok in zip(gold, hits):
@@ -296,10 +319,12 @@ class Tally:
                 if member:
                     self.n[bucket] += 1
                     self.hit[bucket] += ok
-        self.tokens += tokens
-        self.span_tokens += span
-        if span:
+        if span >= COST_SPAN_MIN:
+            self.tokens += tokens
+            self.span_tokens += span
             self.ratios.append(tokens / span)
+        else:
+            self.short_tokens.append(tokens)
 
     def merge(self, other: Tally) -> None:
         """Add ``other``'s cuts, which came after this one's (the ratios keep their order)."""
@@ -309,6 +334,7 @@ class Tally:
         self.tokens += other.tokens
         self.span_tokens += other.span_tokens
         self.ratios += other.ratios
+        self.short_tokens += other.short_tokens
 
     def recall(self, bucket: str) -> float | None:
         return self.hit[bucket] / self.n[bucket] if self.n[bucket] else None
@@ -318,7 +344,10 @@ class Tally:
                 "hits": dict(self.hit), "cost_median": statistics.median(self.ratios)
                 if self.ratios else None,
                 "cost_total": self.tokens / self.span_tokens if self.span_tokens else None,
-                "tokens": self.tokens, "span_tokens": self.span_tokens}
+                "tokens": self.tokens, "span_tokens": self.span_tokens,
+                "cost_cuts": len(self.ratios), "short_cuts": len(self.short_tokens),
+                "tokens_short_median": statistics.median(self.short_tokens)
+                if self.short_tokens else None}
 
 
 def source_of(path: str | Path) -> str:
@@ -467,10 +496,16 @@ def _p(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}"
 
 
+def _tok(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
 def format_report(result: dict[str, Any]) -> str:
     n = result["keep_last"]
+    k = COST_SPAN_MIN // 1000
     head = ("source", "frac", "cuts", "ID-like", "strict",
-            "ledger ID", "ledger strict", "cost med", "cost total",
+            "ledger ID", "ledger strict", f"cuts >={k}k", "cost med", "cost total",
+            f"cuts <{k}k", "ledger tok med",
             f"+last{n} ID", f"+last{n} strict", "cost",
             "user ID", "user cost", f"last{n} ID", f"last{n} strict", "cost",
             f"user+last{n} ID", "cost", "naive ID", "naive strict", "naive cost",
@@ -482,7 +517,8 @@ def format_report(result: dict[str, Any]) -> str:
         led, lt, us, ta, ut, nai, orc = (g[c] for c in CONTEXTS)
         rows.append((g["source"], g["frac"], g["cuts"], led["n"]["id_like"], led["n"]["strict"],
                      _p(led["recall"]["id_like"]), _p(led["recall"]["strict"]),
-                     _p(led["cost_median"]), _p(led["cost_total"]),
+                     led["cost_cuts"], _p(led["cost_median"]), _p(led["cost_total"]),
+                     led["short_cuts"], _tok(led["tokens_short_median"]),
                      _p(lt["recall"]["id_like"]), _p(lt["recall"]["strict"]),
                      _p(lt["cost_total"]),
                      _p(us["recall"]["id_like"]), _p(us["cost_total"]),
@@ -499,8 +535,9 @@ def format_report(result: dict[str, Any]) -> str:
                  f"{' tokens' if isinstance(result['budget'], int) else ''}; "
                  f"recall and cost in %")
     counter = result.get("tokens", "estimate")
-    lines.append("ID-like / strict: gold counts; cost = ledger tokens / span tokens (messages "
-                 "1..k: their text and tool calls), tokens counted by "
+    lines.append(f"ID-like / strict: gold counts; cost = ledger tokens / span tokens (messages "
+                 f"1..k: their text and tool calls) on spans of {COST_SPAN_MIN:,} tokens or "
+                 f"more ('-': none); shorter spans: the ledger's median tokens; tokens counted by "
                  + ("the offline estimate calibrated to o200k" if counter == "estimate"
                     else f"--tokens {counter}"))
     return "\n".join(lines)
@@ -540,7 +577,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-EVAL_COLUMNS = """\
+EVAL_COLUMNS = f"""\
 The table: one row per source file and compaction point (frac), then per source, then all.
   cuts                  compaction points evaluated
   ID-like, strict       gold literals: strings a later tool call passed verbatim that were
@@ -549,9 +586,15 @@ The table: one row per source file and compaction point (frac), then per source,
                         number, code or identifier; ID-like: the strict ones of 4+
                         characters holding a digit, / or @
   then the recall (%) of the gold kept by each context, and its cost (% of the compacted
-  span's tokens):
-  ledger ID / strict    the ledger block alone; cost med: median per cut; cost total: all
-                        ledger tokens / all span tokens
+  span's tokens), judged where compaction happens: on spans of {COST_SPAN_MIN:,} tokens or more
+  ('-' when there are none); on shorter spans the share says little and the ledger's
+  absolute tokens are shown instead:
+  ledger ID / strict    the ledger block alone
+  cuts >={COST_SPAN_MIN // 1000}k            cuts whose span has {COST_SPAN_MIN:,} tokens or more: the cost
+                        columns are theirs
+  cost med, cost total  median ledger share per cut; all ledger tokens / all span tokens
+  cuts <{COST_SPAN_MIN // 1000}k, ledger tok med
+                        the shorter cuts, and the ledger's median tokens on them
   +lastN                the ledger plus the last N messages verbatim (--keep-last)
   user                  the user's messages verbatim (what Codex keeps)
   lastN                 the last N messages alone
@@ -560,14 +603,14 @@ The table: one row per source file and compaction point (frac), then per source,
                         (split like the gold); a rule pack earns its keep by beating it on
                         recall and cost
   oracle                a ledger of exactly the gold: the least any ledger could cost
-Every cost is the total over the cuts unless named med (median)."""
+Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless named med
+(median)."""
 
 
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
-    from .cli import add_tokens_option
     from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                          add_rules_option)
+                          add_rules_option, add_tokens_option)
 
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations",
@@ -592,13 +635,3 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.set_defaults(func=cmd_eval)
     return parser
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m firewall.evaluate FILE...``: the same as ``firewall eval``."""
-    from .cli import main as cli_main
-
-    return cli_main(["eval", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

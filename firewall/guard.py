@@ -35,6 +35,7 @@ from .placeholders import Placeholders
 from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
+from .trigger import Trigger, live_tokens
 from .turns import Conversation, Turn
 from .validate import Verdict, identifier_shaped, validate
 
@@ -379,11 +380,14 @@ class Firewall:
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
     def _plan(self, messages: Any, ledger: Ledger | None, keep_last: int | None,
-              compaction: int | None) -> _Plan:
+              compaction: int | None, tail_start: int | None = None) -> _Plan:
         conversation = self.conversation(messages)
         ledger = ledger if ledger is not None else Ledger.new(conversation.id)
-        span = choose_span(conversation.turns,
-                           self.keep_last if keep_last is None else keep_last, self.keep_tokens)
+        if tail_start is None:
+            span = choose_span(conversation.turns, self.keep_last if keep_last is None
+                               else keep_last, self.keep_tokens)
+        else:  # the caller chose the boundary; it is still never between a call and its result
+            span = choose_span(conversation.turns, len(conversation.turns) - tail_start)
         number = compaction or self.next_compaction(ledger.conversation_id)
         # Re-compaction: the earlier summary and ledger are ours, not sources; the summarizer
         # gets that summary without its header and block, and new turns keep the first
@@ -623,9 +627,12 @@ class Firewall:
     # ── drivers ─────────────────────────────────────────────────────────────────────────
 
     def compact(self, messages: Any, summarizer: Any = None, *, keep_last: int | None = None,
-                ledger: Ledger | None = None, compaction: int | None = None) -> CompactionResult:
-        """Compact ``messages`` (any supported format); returns the same format."""
-        summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction)
+                ledger: Ledger | None = None, compaction: int | None = None,
+                tail_start: int | None = None) -> CompactionResult:
+        """Compact ``messages`` (any supported format); returns the same format.
+        ``tail_start``: the index of the first turn kept verbatim, instead of ``keep_last``."""
+        summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction,
+                                       tail_start)
         answer: Any = None
         while True:
             try:
@@ -639,9 +646,11 @@ class Firewall:
 
     async def acompact(self, messages: Any, summarizer: Any = None, *,
                        keep_last: int | None = None, ledger: Ledger | None = None,
-                       compaction: int | None = None) -> CompactionResult:
+                       compaction: int | None = None,
+                       tail_start: int | None = None) -> CompactionResult:
         """``compact`` for async code; a sync-only summarizer runs in a worker thread."""
-        summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction)
+        summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction,
+                                       tail_start)
         answer: Any = None
         while True:
             try:
@@ -657,11 +666,62 @@ class Firewall:
                 answer = exc
 
     def _start(self, messages: Any, summarizer: Any, keep_last: int | None,
-               ledger: Ledger | None, compaction: int | None) -> tuple[Any, Generator]:
+               ledger: Ledger | None, compaction: int | None,
+               tail_start: int | None = None) -> tuple[Any, Generator]:
         summarizer = self._summarizer(summarizer)
-        plan = self._plan(messages, ledger, keep_last, compaction)
+        plan = self._plan(messages, ledger, keep_last, compaction, tail_start)
         plan.summarizer = summarizer
         return summarizer, self._loop(plan)
+
+    # ── triggers: what a harness calls before every model call ─────────────────────────
+
+    def maybe_compact(self, messages: Any, trigger: Trigger, *, ledger: Ledger | None = None,
+                      summarizer: Any = None, keep_last: int | None = None,
+                      expected_output: int | None = None) -> Any:
+        """``messages`` itself (the same object, untouched) while the live context stays under
+        the trigger's watermark, or when the compaction failed closed; otherwise the compacted
+        messages: the system prompt as it was (the very objects: byte-identical, the prompt
+        cache's prefix), then the summary and the ledger block, then the verbatim tail. Pass
+        the same ``ledger`` at every call: it is updated in place and stays cumulative across
+        compactions. ``compact_if_due`` returns the whole ``CompactionResult``."""
+        result = self.compact_if_due(messages, trigger, ledger=ledger, summarizer=summarizer,
+                                     keep_last=keep_last, expected_output=expected_output)
+        return result.messages if result is not None and result.compacted else messages
+
+    async def amaybe_compact(self, messages: Any, trigger: Trigger, *,
+                             ledger: Ledger | None = None, summarizer: Any = None,
+                             keep_last: int | None = None,
+                             expected_output: int | None = None) -> Any:
+        """``maybe_compact`` for async code."""
+        due = self._due(messages, trigger, keep_last, expected_output)
+        if due is None:
+            return messages
+        conversation, boundary = due
+        result = await self.acompact(conversation, summarizer, ledger=ledger,
+                                     tail_start=boundary)
+        return result.messages if result.compacted else messages
+
+    def compact_if_due(self, messages: Any, trigger: Trigger, *, ledger: Ledger | None = None,
+                       summarizer: Any = None, keep_last: int | None = None,
+                       compaction: int | None = None,
+                       expected_output: int | None = None) -> CompactionResult | None:
+        """The compaction ``trigger`` calls for, with the span's end nudged to a natural
+        point (``Trigger.boundary``); None when it does not fire."""
+        due = self._due(messages, trigger, keep_last, expected_output)
+        if due is None:
+            return None
+        conversation, boundary = due
+        return self.compact(conversation, summarizer, ledger=ledger, compaction=compaction,
+                            tail_start=boundary)
+
+    def _due(self, messages: Any, trigger: Trigger, keep_last: int | None,
+             expected_output: int | None) -> tuple[Conversation, int] | None:
+        conversation = self.conversation(messages)
+        if not trigger.fires(live_tokens(conversation.turns), expected_output):
+            return None
+        span = choose_span(conversation.turns, self.keep_last if keep_last is None
+                           else keep_last, self.keep_tokens)
+        return conversation, trigger.boundary(conversation.turns, span)
 
     def _summarizer(self, summarizer: Any) -> Any:
         summarizer = summarizer or self.summarizer

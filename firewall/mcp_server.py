@@ -89,12 +89,13 @@ class LiteralService:
         return found, notes
 
     def _log(self) -> Any:
-        from .cli import _audit_log, _missing_audit_log
+        from .audit import open_audit_log
+        from .options import missing_log_file
 
-        missing = _missing_audit_log(self.args)
+        missing = missing_log_file(self.args.audit_db)
         if missing is not None:
             return None, f"no audit log at {missing} yet: nothing was recorded there"
-        return _audit_log(self.args), None
+        return open_audit_log(self.args.audit_db), None
 
     def _key(self) -> bytes:
         from .audit import installation_key
@@ -207,7 +208,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def add_mcp_command(sub: Any) -> None:
-    from .cli import _add_audit_options
+    from .options import add_audit_options
 
     mcp = sub.add_parser(
         "mcp", help="serve the pinned ledgers and the audit log to MCP clients (stdio)",
@@ -217,5 +218,5 @@ def add_mcp_command(sub: Any) -> None:
     mcp.add_argument("--ledger", action="append", metavar="FILE",
                      help="a ledger JSON (firewall compact --ledger) or a hooks session state "
                           "file; repeatable (default: every hooks session)")
-    _add_audit_options(mcp)
+    add_audit_options(mcp)
     mcp.set_defaults(func=cmd_mcp)

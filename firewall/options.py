@@ -65,6 +65,15 @@ def add_keep_last_option(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"messages kept verbatim at the end{what} (default {KEEP_LAST})")
 
 
+def add_tokens_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--tokens", default=default, metavar="COUNTER",
+                        help="what counts tokens: estimate (offline, o200k-calibrated), o200k, "
+                             "cl100k (need bpe-openai or tiktoken), anthropic[:MODEL] (the "
+                             "count-tokens API: opt-in, one call to calibrate the estimate on "
+                             "the input with every secret masked), auto (the estimate: "
+                             f"counting never picks a vendor by itself); default {default}")
+
+
 SUMMARIZERS = ("extractive", "anthropic", "openai")
 
 
@@ -129,3 +138,26 @@ def add_dask_option(parser: argparse.ArgumentParser) -> None:
                         help=f"bytes of a JSONL file per Dask task, e.g. 8M (default: the "
                              f"input in {RANGES_PER_WORKER} ranges per worker, each "
                              f"{MIN_PARTITION >> 20}M to {MAX_PARTITION >> 20}M)")
+
+
+def add_audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--audit-db", metavar="PATH_OR_URL",
+                        help="audit log: SQLite file, .jsonl, or postgresql://... shared by "
+                             "many machines (the postgres extra; key: $FIREWALL_AUDIT_KEY) "
+                             "(default: $FIREWALL_AUDIT_DB, else the per-user state folder)")
+    if parser.prog.split()[-1] == "compact":
+        parser.add_argument("--no-audit", action="store_true", help="write no audit record")
+
+
+def missing_log_file(spec: str | None) -> str | None:
+    """The path of the log file ``spec`` names when it does not exist yet, else None (a
+    database server's log exists as soon as it can be opened)."""
+    from pathlib import Path
+
+    from .audit import audit_db_spec, default_db_path, is_database_url
+
+    spec = audit_db_spec(spec)
+    if spec == ":memory:" or is_database_url(spec):
+        return None
+    path = Path(spec).expanduser() if spec else default_db_path()
+    return None if path.exists() else str(path)

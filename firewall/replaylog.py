@@ -52,6 +52,13 @@ class ReplayCompaction(_Strict):
         None, description="tool calls after the boundary re-fetching what the span held")
     losses: list[GoldFate] = Field(default_factory=list,
                                    description="gold literals lost, worst (most used) first")
+    # added by firewall replay (optional: older lines validate): the ID-like part of the gold
+    gold_id_like: int | None = Field(
+        None, description="ID-like gold: 4+ characters with a digit, / or @ (as eval)")
+    recall_context_id_like: float | None = Field(
+        None, description="share of the ID-like gold in summary + ledger + kept turns")
+    recall_ledger_id_like: float | None = Field(
+        None, description="share of the ID-like gold in the ledger alone")
 
 
 class ReplayConversation(_Strict):

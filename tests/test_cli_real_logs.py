@@ -352,7 +352,7 @@ def test_eval_and_compact_keep_the_same_number_of_messages():
 
     keep = {where: action for where, action in _actions(build_parser())
             if "--keep-last" in action.option_strings}
-    assert set(keep) == {"firewall compact", "firewall eval"}
+    assert set(keep) == {"firewall compact", "firewall eval", "firewall replay"}
     assert len({a.default for a in keep.values()}) == 1
     assert all("messages" in a.help and "turns" not in a.help for a in keep.values())
 

@@ -137,14 +137,27 @@ def test_tally_micro_averages_recall_and_reports_median_and_total_cost():
     tally = Tally()
     strict = Gold("#W10", "value", "alnum_code", 0, "t", "a", 0, "user")
     loose = Gold("word", "token", "other", 0, "t", "a", 0, "user")
-    tally.add([strict, loose], [True, False], tokens=10, span=100)
-    tally.add([strict], [False], tokens=30, span=100)
-    tally.add([], [], tokens=1, span=1000)
+    tally.add([strict, loose], [True, False], tokens=2_000, span=20_000)
+    tally.add([strict], [False], tokens=6_000, span=20_000)
+    tally.add([], [], tokens=200, span=200_000)
     summary = tally.summary()
     assert summary["recall"] == {"id_like": 0.5, "strict": 0.5, "all": 1 / 3}
     assert summary["n"] == {"id_like": 2, "strict": 2, "all": 3}
     assert summary["cost_median"] == pytest.approx(0.1)
-    assert summary["cost_total"] == pytest.approx(41 / 1200)
+    assert summary["cost_total"] == pytest.approx(8_200 / 240_000)
+
+
+def test_cost_is_a_share_of_spans_of_16k_tokens_and_absolute_tokens_below():
+    tally = Tally()
+    tally.add([], [], tokens=250, span=1_500)  # a support chat nobody compacts
+    tally.add([], [], tokens=350, span=2_000)
+    summary = tally.summary()
+    assert summary["cost_total"] is None and summary["cost_median"] is None
+    assert summary["short_cuts"] == 2 and summary["tokens_short_median"] == 300
+    tally.add([], [], tokens=480, span=16_000)
+    summary = tally.summary()
+    assert summary["cost_total"] == pytest.approx(0.03) and summary["cost_cuts"] == 1
+    assert summary["tokens"] == 480 and summary["span_tokens"] == 16_000
 
 
 def write_jsonl(path, conversations):

@@ -33,7 +33,7 @@ def test_public_surface_is_pinned():
         "GeminiSummarizer", "IntegrationError", "Ledger", "LiteLLMSummarizer",
         "Literal", "OpenAISummarizer", "Pack", "PackError", "RequiredLiteral", "Scanner",
         "ScriptedSummarizer", "Summarizer", "Summary", "SummaryRequest", "SummarizerError",
-        "ToolCall", "Turn", "Verdict", "load_packs", "open_audit_log", "parse_messages",
+        "ToolCall", "Trigger", "Turn", "Verdict", "load_packs", "open_audit_log", "parse_messages",
         "read_conversations", "validate"]) + ["__version__"]
     for name in firewall.__all__:
         assert getattr(firewall, name) is not None

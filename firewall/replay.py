@@ -1,0 +1,420 @@
+"""Replay recorded conversations as a harness would run them, compacting at a watermark.
+
+Each recorded message is appended to a **live context** that starts as the recording's first
+message. Whenever the trigger fires (``reactive``: the live context, the new message included,
+crosses the watermark; ``preemptive``: before an assistant message, the live context plus the
+expected output would cross it), the live context is compacted by ``Firewall.compact_if_due``,
+the very call a harness makes, with the conversation's cumulative ledger, so that a later
+compaction re-compacts the previous summary and ledger. The following recorded messages are
+appended to the *compacted* context.
+
+After each compaction the composed context (summary + ledger + kept turns) is measured against
+the rest of the recording with ``firewall eval``'s gold (``evaluate.gold_set``): the strict gold
+(``gold``, ``lost``, ``recall_*``) and its ID-like part (``*_id_like``), in the composed context
+and in the ledger alone. ``k`` is the index, in the recording, of the last message the
+compaction covered. What is written follows ``replaylog``; a sensitive literal is written
+``[sensitive]``, in every output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .budget import Budget, parse_budget
+from .compose import turn_tokens
+from .evaluate import decoded_values, gold_set, occurs, uses_after
+from .formats import parse_messages
+from .ledger import Ledger
+from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
+from .tokens import count_tokens
+from .trigger import TRIGGER_POLICIES, WATERMARK, Trigger
+from .turns import Conversation, Turn, turn_text
+
+SENSITIVE = "[sensitive]"
+RECALL_TARGET = 0.97  # issue 14: composed-context ID-like recall after every compaction
+MAX_TOKENS = 4_096  # preemptive: the output a harness reserves for the next call
+
+
+def redact(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings) with every secret written ``[sensitive]``."""
+    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+    if not secrets:
+        return value
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, str):
+            for secret in secrets:
+                node = node.replace(secret, SENSITIVE)
+            return node
+        if isinstance(node, dict):
+            return {clean(k): clean(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [clean(v) for v in node]
+        return node
+
+    return clean(value)
+
+
+@dataclass
+class _Live:
+    """The composed context of one replay: its turns, and for each the index in the recording
+    of the message it is (None for the firewall's summary and ledger messages)."""
+
+    turns: list[Turn] = field(default_factory=list)
+    origin: list[int | None] = field(default_factory=list)
+    tokens: int = 0
+
+    def append(self, turn: Turn, index: int) -> None:
+        self.turns.append(turn)
+        self.origin.append(index)
+        self.tokens += turn_tokens(turn)
+
+
+def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: Trigger,
+                        summarizer: Any = None, keep_last: int = 8, source: str = "",
+                        contexts: Callable[[dict[str, Any]], None] | None = None
+                        ) -> ReplayConversation:
+    """Replay one recorded conversation; ``contexts`` receives one record per compaction
+    (the ``--contexts`` line), already redacted."""
+    # secrets (never written in clear) and each literal's rule, from the messages a compaction
+    # has seen; scanned as compactions come (most are memo hits: the compaction pinned them),
+    # so the part of a recording no compaction reaches is never scanned
+    secrets: set[str] = set()
+    rules: dict[str, str] = {}
+    scanned = 0
+
+    def scan_until(index: int) -> None:
+        nonlocal scanned
+        if index < scanned:
+            return
+        turns = conversation.turns[scanned:index + 1]
+        for lit in firewall.scan(Conversation(turns, conversation.id, conversation.format)):
+            rules.setdefault(lit.value, lit.rule)
+            if lit.sensitive:
+                secrets.add(lit.value)
+        scanned = index + 1
+
+    ledger = Ledger.new(conversation.id)
+    live = _Live()
+    out = ReplayConversation(id=conversation.id, source=source,
+                             messages=len(conversation.turns), window=trigger.window,
+                             watermark=trigger.watermark, live_tokens=[])
+
+    def compact(at: int) -> None:
+        number = len(out.compactions) + 1
+        before = live.tokens
+        result = firewall.compact_if_due(
+            Conversation(live.turns, conversation.id, conversation.format), trigger,
+            ledger=ledger, summarizer=summarizer, keep_last=keep_last, compaction=number)
+        if result is None or (not result.compacted and result.record.turns_compacted == 0):
+            return  # nothing to compact: the tail alone is over the watermark
+        scan_until(at)
+        compaction = _measure(conversation, live, result, ledger, at=at, number=number,
+                              trigger=trigger, before=before, secrets=secrets, rules=rules)
+        out.compactions.append(compaction)
+        if contexts is not None:
+            contexts(redact({"id": conversation.id, "compaction": number, "k": compaction.k,
+                             "context": result.messages, "ledger": ledger.values(),
+                             "ledger_tokens": compaction.ledger_tokens,
+                             "span_tokens": compaction.span_tokens}, secrets))
+
+    for index, turn in enumerate(conversation.turns):
+        if trigger.policy == "preemptive" and turn.role == "assistant" and \
+                trigger.fires(live.tokens):
+            compact(index)  # before the model call that writes this message
+        live.append(turn, index)
+        if trigger.policy == "reactive" and trigger.fires(live.tokens):
+            compact(index)
+        out.live_tokens.append(live.tokens)
+    return out
+
+
+def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,
+             number: int, trigger: Trigger, before: int, secrets: set[str],
+             rules: dict[str, str]) -> ReplayCompaction:
+    """Replace the live context by the compacted one and measure the compaction."""
+    old_turns, old_origin = live.turns, live.origin
+    if result.compacted:
+        by_raw = {id(t.raw): o for t, o in zip(old_turns, old_origin) if t.raw is not None}
+        # an Anthropic system prompt read apart from the messages has no raw message
+        head = [t for t in old_turns[:1] if t.raw is None and t.role == "system"]
+        turns = head + parse_messages(result.messages, format=conversation.format,
+                                      id=conversation.id).turns
+        origin = [old_origin[0] if head and i == 0 else by_raw.get(id(t.raw))
+                  for i, t in enumerate(turns)]
+        kept = {id(t.raw) for t in turns if t.raw is not None}
+        dropped = [(t, o) for t, o in zip(old_turns, old_origin)
+                   if t.raw is not None and id(t.raw) not in kept]
+        live.turns, live.origin = turns, origin
+        live.tokens = sum(turn_tokens(t) for t in turns)
+    else:  # failed closed: the context stays as it was
+        dropped = []
+    covered = [o for _, o in dropped if o is not None]
+    k = max(covered) if covered else max(o for o in old_origin if o is not None)
+    span_tokens = sum(turn_tokens(t) for t, _ in dropped)
+
+    block = ledger.render()
+    ledger_text = f"{block}\n{decoded_values(ledger)}"
+    summary = result.summary or ""
+    kept_text = "\n".join(turn_text(t) for t, o in zip(live.turns, live.origin)
+                          if o is not None and t.role != "system")
+    gold = [g for g in gold_set(conversation, k) if g.strict]
+    uses = uses_after(conversation, k)
+    fates = [_fate(g.literal, summary, ledger_text, kept_text) for g in gold]
+    in_ledger = [occurs(g.literal, ledger_text) for g in gold]
+    id_like = [i for i, g in enumerate(gold) if g.id_like]
+    lost = [GoldFate(value=SENSITIVE if g.literal in secrets else g.literal,
+                     rule=rules.get(g.literal), fate="lost", uses_after=uses[g.literal])
+            for g, fate in zip(gold, fates) if fate == "lost"]
+    lost.sort(key=lambda f: -f.uses_after)
+    report = result.report()
+    attempts = len(result.attempts)
+    return ReplayCompaction(
+        compaction=number, k=k, at_message=at, trigger=trigger.policy, tokens_before=before,
+        tokens_after=live.tokens, span_tokens=span_tokens, ledger_tokens=count_tokens(block),
+        compacted=result.compacted, attempts=attempts, reasks=max(0, attempts - 1),
+        pinned=len(ledger), in_summary=sum(o.in_summary and o.in_ledger
+                                           for o in result.record.literals),
+        evicted=report["evicted"], gold=len(gold), lost=len(lost),
+        recall_context=_share(sum(f != "lost" for f in fates), len(gold)),
+        recall_ledger=_share(sum(in_ledger), len(gold)), losses=lost,
+        gold_id_like=len(id_like),
+        recall_context_id_like=_share(sum(fates[i] != "lost" for i in id_like), len(id_like)),
+        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like), len(id_like)))
+
+
+def _fate(value: str, summary: str, ledger_text: str, kept_text: str) -> str:
+    if occurs(value, summary):
+        return "in_summary"
+    if occurs(value, ledger_text):
+        return "in_ledger"
+    return "kept_verbatim" if occurs(value, kept_text) else "lost"
+
+
+def _share(hits: int, n: int) -> float | None:
+    return hits / n if n else None
+
+
+# ── totals and the table ─────────────────────────────────────────────────────────────────────
+
+@dataclass
+class Totals:
+    """Sums over every compaction of a run (scalars only: memory stays flat)."""
+
+    conversations: int = 0
+    compactions: int = 0
+    failed: int = 0
+    reasks: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    span_tokens: int = 0
+    ledger_tokens: int = 0
+    gold: int = 0
+    kept: int = 0
+    in_ledger: int = 0
+    gold_id_like: int = 0
+    kept_id_like: int = 0
+    below_target: int = 0  # compactions whose composed ID-like recall is under RECALL_TARGET
+    min_recall_id_like: float | None = None
+    max_share: float | None = None
+
+    def add(self, replay: ReplayConversation) -> None:
+        self.conversations += 1
+        for c in replay.compactions:
+            self.compactions += 1
+            self.failed += not c.compacted
+            self.reasks += c.reasks
+            self.tokens_before += c.tokens_before
+            self.tokens_after += c.tokens_after
+            self.span_tokens += c.span_tokens
+            self.ledger_tokens += c.ledger_tokens
+            self.gold += c.gold
+            self.kept += c.gold - c.lost
+            self.in_ledger += round((c.recall_ledger or 0) * c.gold)
+            self.gold_id_like += c.gold_id_like or 0
+            self.kept_id_like += round((c.recall_context_id_like or 0) * (c.gold_id_like or 0))
+            if c.recall_context_id_like is not None:
+                self.below_target += c.recall_context_id_like < RECALL_TARGET
+                self.min_recall_id_like = min(c.recall_context_id_like,
+                                              self.min_recall_id_like
+                                              if self.min_recall_id_like is not None else 1.0)
+            if c.span_tokens:
+                share = c.ledger_tokens / c.span_tokens
+                self.max_share = max(share, self.max_share or 0.0)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f}"
+
+
+ROW = "{:<48} {:>5} {:>5} {:>8} {:>6} {:>7} {:>7} {:>7} {:>8} {:>6}"
+HEADER = ROW.format("conversation", "msgs", "comp", "peak tok", "ID", "ctx ID", "min ID",
+                    "ctx str", "ledger", "share")
+
+
+def table_row(replay: ReplayConversation) -> str:
+    """One conversation: its compactions, peak live tokens, ID-like gold and recall (over its
+    compactions, and the worst one), strict recall, ledger tokens and share of the spans."""
+    cs = replay.compactions
+    n_id = sum(c.gold_id_like or 0 for c in cs)
+    kept_id = sum(round((c.recall_context_id_like or 0) * (c.gold_id_like or 0)) for c in cs)
+    worst = min((c.recall_context_id_like for c in cs if c.recall_context_id_like is not None),
+                default=None)
+    n = sum(c.gold for c in cs)
+    ledger, span = sum(c.ledger_tokens for c in cs), sum(c.span_tokens for c in cs)
+    name = replay.id if len(replay.id) <= 48 else "…" + replay.id[-47:]
+    return ROW.format(name, replay.messages, len(cs), max(replay.live_tokens, default=0), n_id,
+                      _pct(_share(kept_id, n_id)), _pct(worst),
+                      _pct(_share(sum(c.gold - c.lost for c in cs), n)), ledger,
+                      _pct(ledger / span if span else None))
+
+
+def format_totals(t: Totals, trigger: Trigger) -> str:
+    return "\n".join([
+        f"\n{t.conversations} conversation(s), {t.compactions} compaction(s)"
+        f" ({t.failed} failed closed), {t.reasks} re-ask(s); window {trigger.window:,} tokens,"
+        f" watermark {trigger.watermark:g} ({trigger.threshold:,} tokens), {trigger.policy}",
+        f"live tokens before -> after compaction: {t.tokens_before:,} -> {t.tokens_after:,}",
+        f"composed-context ID-like recall {_pct(_share(t.kept_id_like, t.gold_id_like))} % of "
+        f"{t.gold_id_like} gold; worst compaction {_pct(t.min_recall_id_like)} %; "
+        f"{t.below_target} compaction(s) under {RECALL_TARGET * 100:g} %",
+        f"composed-context strict recall {_pct(_share(t.kept, t.gold))} % of {t.gold} gold; "
+        f"ledger alone {_pct(_share(t.in_ledger, t.gold))} %",
+        f"ledger {t.ledger_tokens:,} tokens = {_pct(_share(t.ledger_tokens, t.span_tokens))} % "
+        f"of {t.span_tokens:,} span tokens in total; largest share of one span "
+        f"{_pct(t.max_share)} %",
+        "columns: msgs recorded, comp compactions, peak live tokens, ID-like gold over the "
+        "compactions, its recall in the composed context (summary + ledger + kept turns) and "
+        "the worst compaction's, strict recall, ledger tokens, ledger share of the spans (%)"])
+
+
+# ── the command ──────────────────────────────────────────────────────────────────────────────
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .audit import escape_surrogates
+    from .evaluate import source_of
+    from .guard import Firewall
+    from .inputs import ConversationFiles
+    from .options import packs_from_args, summarizer_from_args
+
+    trigger = Trigger(window=args.window, watermark=args.watermark, policy=args.trigger,
+                      expected_output=args.max_tokens)
+    firewall = Firewall(packs_from_args(args), budget_tokens=args.budget,
+                        keep_last=args.keep_last)
+    summarizer = summarizer_from_args(args)
+    out: IO[str] | None = open(args.contexts, "w", encoding="utf-8") if args.contexts else None
+    totals = Totals()
+
+    def write_context(record: dict[str, Any]) -> None:
+        if out is not None:  # a lone surrogate of the input as its JSON escape: no crash
+            out.write(escape_surrogates(json.dumps(record, ensure_ascii=False)) + "\n")
+
+    try:
+        with ConversationFiles(args.files, fail_fast=args.fail_fast, label="replay") as files:
+            if not args.json:
+                files.out(HEADER)
+            for path, conversation in files:
+                replay = replay_conversation(
+                    conversation, firewall=firewall, trigger=trigger, summarizer=summarizer,
+                    keep_last=args.keep_last, source=source_of(path),
+                    contexts=write_context if out is not None else None)
+                totals.add(replay)
+                files.out(replay.model_dump_json() if args.json else table_row(replay))
+            bad = files.report()
+    finally:
+        if out is not None:
+            out.close()
+    if not args.json:
+        sys.stdout.write(format_totals(totals, trigger) + "\n")
+    return 1 if bad else 0
+
+
+def _watermark(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share of the window: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"the watermark is in (0, 1], got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+REPLAY_DESCRIPTION = """\
+Replay each recorded conversation message by message as a harness would: whenever the live
+context crosses the watermark, compact it (summary + ledger + the last --keep-last messages,
+never splitting a tool call from its result) with the conversation's cumulative ledger, then
+append the following recorded messages to the compacted context. Each compaction is measured
+against the rest of the recording, with the gold of `firewall eval`."""
+
+REPLAY_EPILOG = f"""\
+The table: one row per conversation, written as it is replayed, then the totals.
+  msgs, comp            recorded messages; compactions
+  peak tok              the largest live context, in tokens
+  ID                    ID-like gold over its compactions: strings a tool call after the
+                        compaction passed verbatim, already in the covered messages, 4+
+                        characters holding a digit, / or @ (as eval)
+  ctx ID, min ID        their recall (%) in the composed context (summary + ledger + kept
+                        messages), over the conversation and at its worst compaction
+  ctx str               recall of the strict gold (eval's strict) in the composed context
+  ledger, share         ledger tokens, and their share (%) of the compacted spans' tokens
+--json prints one line per conversation instead (firewall.replaylog.ReplayConversation; a
+secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a usage error."""
+
+
+def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``firewall replay`` on the CLI's subparsers."""
+    from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
+                          add_summarizer_options, add_tokens_option, non_negative)
+
+    parser = subparsers.add_parser(
+        "replay", help="replay recorded conversations as a harness would, compacting at a "
+                       "watermark, and measure each compaction",
+        description=REPLAY_DESCRIPTION, epilog=REPLAY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="recorded conversations (JSONL, or one JSON conversation)")
+    parser.add_argument("--window", type=_positive, required=True, metavar="TOKENS",
+                        help="the model's context window")
+    parser.add_argument("--watermark", type=_watermark, default=WATERMARK, metavar="SHARE",
+                        help=f"compact when the live context crosses this share of the window "
+                             f"(default {WATERMARK})")
+    parser.add_argument("--trigger", choices=TRIGGER_POLICIES, default="reactive",
+                        help="reactive: when the live context crosses the watermark; "
+                             "preemptive: before an assistant message, when the live context "
+                             "plus --max-tokens would cross it (default reactive)")
+    parser.add_argument("--max-tokens", type=non_negative, default=MAX_TOKENS, metavar="N",
+                        help=f"preemptive: the output reserved for each model call "
+                             f"(default {MAX_TOKENS})")
+    add_summarizer_options(parser)
+    add_keep_last_option(parser, " of each compaction")
+    add_rules_option(parser)
+    parser.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",
+                        help=f"ledger budget: auto (the default, as compact: "
+                             f"{str(Budget()).replace('%', '%%')}), tokens, or a share of each "
+                             f"compacted span, e.g. 5%%")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON line per conversation (firewall.replaylog) instead of "
+                             "the table")
+    parser.add_argument("--contexts", metavar="OUT.jsonl",
+                        help="write one JSON line per compaction: id, compaction, k, the "
+                             "composed context's messages, the ledger's literals, "
+                             "ledger_tokens, span_tokens (secrets written [sensitive])")
+    add_fail_fast_option(parser)
+    add_tokens_option(parser, "estimate")
+    parser.set_defaults(func=cmd_replay)
+    return parser

@@ -1,0 +1,177 @@
+"""`firewall replay`: recorded conversations driven as a harness would, compacting at a
+watermark."""
+
+import json
+
+import pytest
+
+from firewall.cli import main
+from firewall.evaluate import gold_set, occurs
+from firewall.formats import parse_messages
+from firewall.guard import Firewall
+from firewall.replay import SENSITIVE, redact, replay_conversation
+from firewall.replaylog import ReplayConversation
+from firewall.summarizers.scripted import ScriptedSummarizer
+from firewall.trigger import Trigger, live_tokens
+
+AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # assembled: the source holds no key
+PADDING = " ".join(f"line {i} of the build log: compiling module number {i}." for i in range(40))
+
+
+def session(rounds: int = 6, secret: bool = False):
+    """A coding session: each round looks up a ticket, reads its file, then a later round's
+    tool call passes the earlier ticket and path again (the load-bearing literals)."""
+    messages = [{"role": "system", "content": "You fix bugs in the repository."},
+                {"role": "user", "content": "Fix the tickets TCK-1000 to TCK-1005."
+                                            + (f" The deploy key is {AWS_ID}." if secret else "")}]
+    for r in range(rounds):
+        ticket, path = f"TCK-{1000 + r}", f"src/pkg/module_{r}.py"
+        earlier = f"TCK-{1000 + r - 2}" if r >= 2 else ticket
+        args = {"ticket": ticket, "again": earlier, "path": f"src/pkg/module_{max(r - 2, 0)}.py"}
+        if secret and r == rounds - 1:
+            args["key"] = AWS_ID
+        messages += [
+            {"role": "assistant", "content": f"Looking at {ticket}.",
+             "tool_calls": [{"id": f"c{r}", "name": "lookup", "arguments": args}]},
+            {"role": "tool", "tool_call_id": f"c{r}", "name": "lookup",
+             "content": f"{ticket} is about {path}, line {40 + r}.\n{PADDING}"},
+            {"role": "assistant", "content": f"{ticket} needs a change in {path}."},
+        ]
+    return messages
+
+
+def conversation(**kw):
+    return parse_messages(session(**kw), id="s1")
+
+
+@pytest.fixture(scope="module")
+def fw():
+    return Firewall(None, keep_last=2)
+
+
+def window_for(messages, share: float) -> int:
+    """A window whose 0.8 watermark is ``share`` of the whole recording's tokens."""
+    return int(live_tokens(parse_messages(messages).turns) * share / 0.8)
+
+
+def test_replay_compacts_at_the_watermark_and_recompacts_on_the_cumulative_ledger(fw):
+    conv = conversation()
+    trigger = Trigger(window=window_for(session(), 0.4))
+    contexts = []
+    replay = replay_conversation(conv, firewall=fw, trigger=trigger, keep_last=2,
+                                 contexts=contexts.append)
+    assert len(replay.live_tokens) == len(conv.turns)
+    assert len(replay.compactions) >= 2 and all(c.compacted for c in replay.compactions)
+    for c, line in zip(replay.compactions, contexts):
+        assert c.tokens_before > trigger.threshold >= c.tokens_after
+        assert replay.live_tokens[c.at_message] == c.tokens_after
+        assert line["k"] == c.k and line["compaction"] == c.compaction
+        assert set(line) == {"id", "compaction", "k", "context", "ledger", "ledger_tokens",
+                             "span_tokens"}
+        context = parse_messages(line["context"]).turns
+        assert context[0].text == "You fix bugs in the repository."  # the system prompt first
+        assert context[1].text.startswith("Summary of the earlier conversation (turns 1-")
+        # k is the last recorded message the compaction covered: the next one is kept
+        kept = [t.text for t in context[3:]]
+        assert conv.turns[c.k + 1].text in kept and conv.turns[c.k].text not in kept
+    # the second compaction summarised the first summary: one summary, one ledger block
+    assert sum(t.text.startswith("Summary of") for t in
+               parse_messages(contexts[-1]["context"]).turns) == 1
+    assert set(contexts[0]["ledger"]) <= set(contexts[-1]["ledger"])  # cumulative
+
+
+def test_recall_is_measured_with_evals_gold_in_the_composed_context_and_the_ledger(fw):
+    conv = conversation()
+    contexts = []
+    replay = replay_conversation(conv, firewall=fw, trigger=Trigger(
+        window=window_for(session(), 0.4)), keep_last=2, contexts=contexts.append)
+    for c, line in zip(replay.compactions, contexts):
+        gold = [g for g in gold_set(conv, c.k) if g.strict]
+        assert c.gold == len(gold) > 0
+        composed = "\n".join(t.text + json.dumps([x.arguments for x in t.tool_calls])
+                             for t in parse_messages(line["context"]).turns[1:])
+        in_ledger = [g for g in gold if any(occurs(g.literal, v) for v in line["ledger"])]
+        assert c.recall_context == sum(occurs(g.literal, composed) for g in gold) / len(gold)
+        assert c.recall_ledger == len(in_ledger) / len(gold)
+        ids = [g for g in gold if g.id_like]
+        assert c.gold_id_like == len(ids) and c.recall_context_id_like == 1.0
+        assert c.ledger_tokens > 0 and c.span_tokens > c.ledger_tokens
+
+
+def test_under_the_watermark_nothing_is_compacted(fw):
+    replay = replay_conversation(conversation(), firewall=fw, trigger=Trigger(window=10**6))
+    assert replay.compactions == [] and replay.live_tokens == sorted(replay.live_tokens)
+
+
+def test_preemptive_compacts_before_the_assistant_message_that_would_cross(fw):
+    conv = conversation()
+    window = window_for(session(), 0.4)
+    expected = int(window * 0.8) // 2
+    trigger = Trigger(window=window, policy="preemptive", expected_output=expected)
+    contexts = []
+    replay = replay_conversation(conv, firewall=fw, trigger=trigger, keep_last=2,
+                                 contexts=contexts.append)
+    reactive = replay_conversation(conv, firewall=fw, trigger=Trigger(window=window),
+                                   keep_last=2)
+    first = replay.compactions[0]
+    assert conv.turns[first.at_message].role == "assistant"
+    assert first.tokens_before <= trigger.threshold < first.tokens_before + expected
+    assert first.at_message < reactive.compactions[0].at_message  # earlier than reactive
+    # the message whose model call it preceded is not in the composed context yet
+    texts = [t.text for t in parse_messages(contexts[0]["context"]).turns]
+    assert conv.turns[first.at_message].text not in texts
+    assert first.trigger == "preemptive"
+
+
+def test_a_secret_is_never_written_in_clear(fw, tmp_path, capsys):
+    data = tmp_path / "secret.jsonl"
+    data.write_text(json.dumps({"id": "s1", "messages": session(secret=True)}) + "\n",
+                    encoding="utf-8")
+    out = tmp_path / "contexts.jsonl"
+    window = window_for(session(secret=True), 0.4)
+    code = main(["replay", str(data), "--window", str(window), "--keep-last", "2", "--json",
+                 "--budget", "0", "--contexts", str(out)])  # budget 0: the secret is lost
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert AWS_ID not in printed and AWS_ID not in out.read_text(encoding="utf-8")
+    assert ReplayConversation.model_validate_json(printed.splitlines()[0]).compactions
+    assert SENSITIVE in out.read_text(encoding="utf-8")  # it was there, and redacted
+    # a summary that keeps nothing, no ledger: the secret is lost, and named [sensitive]
+    forgetful = Firewall(None, keep_last=2, budget_tokens=0)
+    replay = replay_conversation(parse_messages(session(secret=True), id="s1"),
+                                 firewall=forgetful, trigger=Trigger(window=window),
+                                 summarizer=ScriptedSummarizer(["Work went on."]), keep_last=2)
+    losses = [l.value for c in replay.compactions for l in c.losses]
+    assert SENSITIVE in losses and AWS_ID not in replay.model_dump_json()
+
+
+def test_redact_reaches_every_string_of_a_message():
+    message = {"role": "user", "content": [{"type": "text", "text": f"key {AWS_ID}."}],
+               AWS_ID: [AWS_ID + "x"]}
+    assert AWS_ID not in json.dumps(redact(message, {AWS_ID}))
+    assert redact(message, set()) is message
+
+
+def test_the_command_prints_a_table_with_totals_or_json_lines(tmp_path, capsys):
+    data = tmp_path / "sessions.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i}", "messages": session()}) + "\n"
+                            for i in range(2)) + "{not json\n", encoding="utf-8")
+    window = str(window_for(session(), 0.4))
+    assert main(["replay", str(data), "--window", window, "--keep-last", "2"]) == 1  # bad line
+    captured = capsys.readouterr()
+    assert "2 conversation(s)" in captured.out and "composed-context ID-like recall" in \
+        captured.out and "ledger" in captured.out
+    assert f"{data}:3" in captured.err
+    assert main(["replay", str(data), "--window", window, "--keep-last", "2", "--json"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [ReplayConversation.model_validate_json(x).id for x in lines] == ["s0", "s1"]
+
+
+@pytest.mark.parametrize("argv", [["--window", "0"], ["--window", "100", "--watermark", "1.5"],
+                                  ["--window", "100", "--trigger", "eager"], []])
+def test_bad_options_are_usage_errors(tmp_path, argv, capsys):
+    data = tmp_path / "s.jsonl"
+    data.write_text(json.dumps({"id": "s", "messages": session(1)}) + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        main(["replay", str(data), *argv])
+    assert exit_.value.code == 2
