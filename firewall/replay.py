@@ -131,7 +131,25 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         if trigger.policy == "reactive" and trigger.fires(live.tokens):
             compact(index)
         out.live_tokens.append(live.tokens)
+    _count_rereads(conversation, out.compactions)
     return out
+
+
+def _count_rereads(conversation: Conversation, compactions: list[ReplayCompaction]) -> None:
+    """Each compaction's ``rereads``: the recorded tool calls after it that fetch again what a
+    compacted span held, each call counted once, by the last compaction before it. The
+    recording's calls are not re-generated: this counts what the agent went on to need from
+    compacted text, the re-reads a lossy compaction invites."""
+    from .diagnostics import rereads_in_turns
+
+    done = [c for c in compactions if c.compacted]
+
+    def owner(index: int) -> ReplayCompaction:
+        return [c for c in done if c.k + 1 <= index][-1]
+
+    for c in done:
+        found = rereads_in_turns(conversation.turns, c.k + 1)
+        c.rereads = sum(owner(r.index) is c for r in found)
 
 
 def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,

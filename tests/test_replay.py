@@ -175,3 +175,24 @@ def test_bad_options_are_usage_errors(tmp_path, argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["replay", str(data), *argv])
     assert exit_.value.code == 2
+
+
+def test_each_compaction_counts_the_recorded_calls_that_fetch_its_span_again(fw):
+    """The agent reads m_0.py early and again at the end: the compaction the second read
+    follows counts it, once."""
+    messages = [{"role": "system", "content": "You fix bugs."},
+                {"role": "user", "content": "Fix the parser."}]
+    for r, name in enumerate([0, 1, 2, 3, 4, 5, 0]):
+        messages += [
+            {"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"id": f"c{r}", "name": "read_file", "arguments": {"path": f"src/m_{name}.py"}}]},
+            {"role": "tool", "tool_call_id": f"c{r}", "name": "read_file", "content": PADDING}]
+    conv = parse_messages(messages, id="reads")
+    replay = replay_conversation(conv, firewall=fw, trigger=Trigger(
+        window=window_for(messages, 0.35)), keep_last=2)
+    done = [c for c in replay.compactions if c.compacted]
+    assert len(done) >= 2
+    last_read = len(conv.turns) - 2  # the call reading m_0.py again
+    before = [c for c in done if c.k < last_read][-1]
+    assert before.rereads == 1
+    assert sum(c.rereads for c in done) == 1
