@@ -308,8 +308,61 @@ def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     relaxed = relax(rule.pattern, unicode=unicode)
     if relaxed is None:
         return None
+    relaxed = drop_leading_optional(relaxed)
     inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
     return f"(?{inline}){relaxed}" if inline else relaxed
+
+
+_OPTIONAL = regex.compile(r"(?:\*|\?|\{0,\d*\})\??")
+_LEADING_FLAGS = regex.compile(r"\(\?[a-zA-Z]*\)|\(\?[a-zA-Z-]+:")
+
+
+def drop_leading_optional(pattern: str) -> str:
+    """``pattern`` without the atoms at its start that may repeat zero times (gitleaks'
+    ``[\\w.-]{0,50}?`` before a key name), for the prefilter's RE2 set only: whether a pattern
+    matches somewhere is unchanged (where the match starts is not, so locators keep them), and
+    a set of hundreds of such patterns no longer builds DFA states for every prefix position."""
+    i = 0
+    while True:
+        flags = _LEADING_FLAGS.match(pattern, i)
+        if flags is not None:  # (?i) or (?i: stay; what follows them may still be dropped
+            i = flags.end()
+            continue
+        end = _atom_end(pattern, i)
+        optional = _OPTIONAL.match(pattern, end) if end is not None else None
+        if optional is None:
+            return pattern
+        pattern = pattern[:i] + pattern[optional.end():]
+
+
+def _atom_end(pattern: str, i: int) -> int | None:
+    """The index after the single atom at ``i`` (a class, a group, an escape or a character
+    other than a metacharacter), or None."""
+    if i >= len(pattern):
+        return None
+    ch = pattern[i]
+    if ch == "\\":
+        return i + 2 if i + 1 < len(pattern) and pattern[i + 1] not in "xpPQ" else None
+    if ch == "[":
+        j = i + 1 + pattern.startswith("^", i + 1)
+        j += pattern.startswith("]", j)  # a leading ] is a member
+        while j < len(pattern):
+            if pattern[j] == "\\":
+                j += 2
+            elif pattern.startswith("[:", j):
+                close = pattern.find(":]", j)
+                if close < 0:
+                    return None
+                j = close + 2
+            elif pattern[j] == "]":
+                return j + 1
+            else:
+                j += 1
+        return None
+    if ch == "(":
+        end = _group_end(pattern, i)
+        return None if end is None else end + 1
+    return None if ch in "|)^$*+?{" else i + 1
 
 
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
