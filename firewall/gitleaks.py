@@ -347,8 +347,6 @@ def convert(config: dict[str, Any], *, name: str = "gitleaks", source: str = "",
         entropy = rule.get("entropy")
         if isinstance(entropy, (int, float)) and entropy > 0:
             out["entropy"] = float(entropy)
-            if gid.startswith("generic"):
-                out["requires"] = ["digit"]  # gitleaks' own extra test for generic rules
         if allowlist:
             out["allowlist"] = allowlist
         rules_out.append(out)
