@@ -153,6 +153,15 @@ def _positives() -> list[tuple[str, str, str]]:
             vendor.upper() + "_SECRET={s}", vendor + 'Token := "{s}"',
             '{{"' + vendor + '_key": "{s}"}}', vendor + "_auth_token: {s}",
             "<" + vendor + "_api_key>{s}</" + vendor + "_api_key>")
+    # the syntaxes keys are written in: ini, escaped JSON, XML and YAML blocks, typed
+    # declarations, PHP, Makefile operators, CSV, Logstash, a call
+    value = rand(LOWER_ALNUM, 32)
+    add("generic-syntax", value, "acmeToken = {s}", '\\{{\\"acme_token\\": \\"{s}\\"\\}}',
+        "<acmeToken>\n    {s}\n</acmeToken>", "acme_token: |\n  {s}", "acme_token: >\n  {s}",
+        'var acmeToken string = "{s}"', 'String acmeToken = "{s}";', 'let acmeToken = `{s}`',
+        '$acmeToken .= "{s}";', 'ACME_TOKEN ::= "{s}"', 'ACME_TOKEN ?= "{s}"',
+        'ACME_TOKEN += "{s}"', "acmeToken,{s},", '  "acmeToken" => "{s}"',
+        'client.set_token("{s}")')
     return cases
 
 
@@ -186,6 +195,8 @@ NEGATIVES = [
     ("api-key-header", "X-API-Key: your-api-key-here"),
     ("generic", 'api_key = os.environ.get("API_KEY")'),
     ("generic", "token = tokenizer.encode(text); max_tokens = 4096; key=lambda x: x[0]"),
+    ("generic", "sorted(keys, key=str.lower); tokens, 4096; set_token(user_id)"),
+    ("generic", "<auth>\n  <user>admin</user>\n</auth>; secretKeyRef:\n  name: db-secret"),
     ("generic", "SECRET_KEY = settings.DJANGO_SECRET_KEY2"),
     ("generic", "auth_token: ${AUTH_TOKEN}; secret_name: prod-db-credentials"),
     ("generic", "token_id: 550e8400-e29b-41d4-a716-446655440000"),
