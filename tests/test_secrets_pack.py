@@ -205,6 +205,8 @@ NEGATIVES = [
     ("generic", "commit 3f2a9c1e5b7d4a6c8e0f2b4d6a8c0e1f3a5b7c9d fixed the token refresh"),
     ("generic", "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
     ("retail", "order #W2378156 paid with credit_card_8897086; user mia_li_3668"),
+    ("retail", '{"authenticated_user_id": "fatima_taylor_3452", "auth_user_name": "ann_lee_4411"}'),
+    ("generic", "author: jdoe2024xyz; token_user_id = u_8f3k2m9q1z"),
 ]
 
 
