@@ -135,6 +135,16 @@ def _positives() -> list[tuple[str, str, str]]:
     add("postman", f"PMAK-{rand(HEX, 24)}-{rand(HEX, 34)}", "x-api-key: {s}")
     add("grafana", f"glsa_{rand(ALNUM, 32)}_{rand(HEX, 8)}", "{s}")
     add("telegram", rand(string.digits, 10) + ":AA" + rand(B64URL, 33), "bot{s}/getMe")
+    add("1password", "A3-" + rand(BASE32, 6) + "-" + rand(BASE32, 11) + "-" + "-".join(
+        rand(BASE32, 5) for _ in range(3)), "OP_SECRET_KEY={s}")
+    add("sourcegraph", "sgp_" + rand(HEX, 16) + "_" + rand(HEX, 40), "SRC_ACCESS_TOKEN={s}")
+    add("octopus", "API-" + rand(string.ascii_uppercase + string.digits, 26), "{s}")
+    add("settlemint", "sm_pat_" + rand(ALNUM, 16), "token {s}")
+    add("gitlab-session", "_gitlab_session=" + rand(LOWER_ALNUM, 32), "Cookie: {s}")
+    add("vault-legacy", "s." + rand(ALNUM, 24), "VAULT_TOKEN={s}")
+    add("facebook-app-token", rand(string.digits, 15) + "|" + rand(B64URL, 27),
+        "access_token={s}&fields=id")
+    add("uuid-api-key", "6f1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", 'HEROKU_API_KEY="{s}"')
     add("kubernetes-secret", base64.b64encode(rand(ALNUM, 18).encode()).decode(),
         k8s_manifest("{s}"))
     add("curl-user", "deploy:" + rand(ALNUM, 14), "curl -u {s} https://ci.acme.dev/job")
@@ -205,6 +215,7 @@ NEGATIVES = [
     ("generic", "commit 3f2a9c1e5b7d4a6c8e0f2b4d6a8c0e1f3a5b7c9d fixed the token refresh"),
     ("generic", "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
     ("retail", "order #W2378156 paid with credit_card_8897086; user mia_li_3668"),
+    ("prose", "this.someMethodNameHere1234 and API-GATEWAY-v2; the s.length property"),
     ("retail", '{"authenticated_user_id": "fatima_taylor_3452", "auth_user_name": "ann_lee_4411"}'),
     ("generic", "author: jdoe2024xyz; token_user_id = u_8f3k2m9q1z"),
 ]
