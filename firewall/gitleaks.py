@@ -423,8 +423,8 @@ def add_import_command(rules_subparsers: Any) -> argparse.ArgumentParser:
                     "Parts that mean nothing in a conversation (paths, commits) are left out "
                     "and listed; rules whose regex cannot be translated are refused and listed "
                     "(exit status 1).")
-    command.add_argument("format", choices=("gitleaks",))
-    command.add_argument("config", metavar="CONFIG.toml")
+    command.add_argument("format", choices=("gitleaks",), help="the detector the file is for")
+    command.add_argument("config", metavar="CONFIG.toml", help="its configuration file")
     command.add_argument("--out", metavar="PACK.yaml", help="write the pack here, not stdout")
     command.add_argument("--name", default="gitleaks", help="pack name (default: gitleaks)")
     command.add_argument("--no-inline-allow", dest="inline_allow", action="store_false",
