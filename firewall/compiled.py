@@ -178,14 +178,13 @@ class CompiledRegex(CompiledRule):
                 continue
             if self.entropy is not None and shannon_entropy(value) <= self.entropy:
                 continue
-            if self.allowed(value, timeout) and not self._allowed_around(m, text, timeout):
+            if self.allowed(value, timeout) and not self._dropped_in_context(m, text, timeout):
                 spans.append((start, end))
         if started:
             locator.record(located, locator.clock() - started, len(text))
         return spans
 
-
-    def _allowed_around(self, m: Any, text: str, timeout: float) -> bool:
+    def _dropped_in_context(self, m: Any, text: str, timeout: float) -> bool:
         """Does ``allowlist.match_regexes`` (on the whole match) or ``line_regexes`` (on the
         lines the match stands on) drop this match?"""
         if self.allow_match:
