@@ -122,7 +122,7 @@ def _positives() -> list[tuple[str, str, str]]:
         "CF_ORIGIN_CA_KEY={s}")
     add("azure-ad-client-secret", rand(ALNUM, 3) + "8Q~" + rand(ALNUM + "_~.-", 34),
         'AZURE_CLIENT_SECRET="{s}"', "client_secret: {s}")
-    add("npm", "npm_" + rand(ALNUM, 36), "//registry.npmjs.org/:_authToken={s}")
+    add("npm", "npm_" + rand(ALNUM, 36), "//npm.internal.example/:_authToken={s}")
     add("pypi", "pypi-AgEIcHlwaS5vcmc" + rand(B64URL, 70), "password = {s}")
     add("twilio", "SK" + rand(HEX, 32), "TWILIO_API_KEY={s}")
     add("sendgrid", f"SG.{rand(B64URL, 22)}.{rand(B64URL, 43)}", "SENDGRID_API_KEY={s}")
