@@ -235,12 +235,20 @@ class NaiveLoop:
                 except Exception as exc:  # noqa: BLE001 - re lacks some `regex` syntax
                     self.skipped.append(f"{qid}: {exc}")
                     continue
-                group = "literal" if "literal" in pattern.groupindex else 0
+                group = rule.group if rule.group is not None else \
+                    "literal" if "literal" in pattern.groupindex else 0
                 checksum = CHECKSUMS[rule.checksum] if rule.checksum else None
                 requires = tuple(REQUIRES[name] for name in getattr(rule, "requires", ()))
-                allow_values = frozenset(rule.allowlist.values)
-                allow_patterns = tuple(regex.compile(p) for p in rule.allowlist.patterns)
-                entry = (qid, pattern, group, checksum, requires, allow_values, allow_patterns)
+                allow = rule.allowlist
+                allow_values = frozenset(allow.values)
+                allow_patterns = tuple(regex.compile(p) for p in allow.patterns)
+                # the filters the pack format gained for gitleaks imports (entropy, stopwords,
+                # regexes on the value, the match and the line), written out independently
+                extra = (rule.entropy, tuple(w.lower() for w in allow.stopwords),
+                         *(tuple(regex.compile(p) for p in getattr(allow, name))
+                           for name in ("regexes", "match_regexes", "line_regexes")))
+                entry = (qid, pattern, group, checksum, requires, allow_values, allow_patterns,
+                         extra)
                 for role in rule.roles:
                     self.by_role[role].append(entry)
         self.total = total
@@ -249,10 +257,14 @@ class NaiveLoop:
     def scan_message(self, turn: Any, units: list[tuple[str, str]]) -> list[tuple]:
         found = []
         for field, text in units:
-            for qid, pattern, group, checksum, requires, allow_values, allow_patterns in \
-                    self.by_role[turn.role]:
+            for qid, pattern, group, checksum, requires, allow_values, allow_patterns, \
+                    extra in self.by_role[turn.role]:
                 for m in pattern.finditer(text):
-                    start, end = m.span(group)
+                    if group == "first":
+                        spans = [m.span(g) for g in range(1, pattern.groups + 1)]
+                        start, end = next((s for s in spans if s[1] > s[0]), m.span())
+                    else:
+                        start, end = m.span(group)
                     if start < 0 or start == end:
                         continue
                     value = text[start:end]
@@ -262,8 +274,31 @@ class NaiveLoop:
                         continue
                     if value in allow_values or any(p.fullmatch(value) for p in allow_patterns):
                         continue
+                    if _dropped_by_extra(extra, value, m, text):
+                        continue
                     found.append((field, start, end, qid))
         return found
+
+
+def _dropped_by_extra(extra: tuple, value: str, m: Any, text: str) -> bool:
+    import math
+
+    entropy, stopwords, in_value, in_match, in_line = extra
+    if entropy is not None:
+        counts = collections.Counter(value)
+        bits = -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
+        if bits <= entropy:
+            return True
+    if any(w in value.lower() for w in stopwords) or any(p.search(value) for p in in_value):
+        return True
+    if any(p.search(m.group()) for p in in_match):
+        return True
+    if in_line:
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line = text[line_start:len(text) if line_end < 0 else line_end]
+        return any(p.search(line) for p in in_line)
+    return False
 
 
 # ── Presidio ─────────────────────────────────────────────────────────────────────────────

@@ -649,7 +649,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
                            "DST's; sensitive ones (stored only as hashes) keep SRC's")
     copy.set_defaults(func=cmd_audit_copy)
 
-    rules = sub.add_parser("rules", help="test, lint and list rule packs")
+    rules = sub.add_parser("rules", help="test, lint, list and import rule packs")
     rules_sub = rules.add_subparsers(dest="rules_command", required=True)
     for name, func, text in (("test", cmd_rules_test, "run every rule's examples"),
                              ("lint", cmd_rules_lint, "find risky or incomplete rules"),
@@ -665,6 +665,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
             stubs.add_parser(name.split()[-1])
 
     lazy("rules suggest", lambda: _import("suggest").add_suggest_command(rules_sub), rules_sub)
+    lazy("rules import", lambda: _import("gitleaks").add_import_command(rules_sub), rules_sub)
     lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
     lazy("replay", lambda: _import("replay").add_replay_command(sub))
     lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,7 @@ import regex
 from .checksums import CHECKSUMS
 from .errors import PackError
 from .locate import Locator, build_locator
-from .packs import EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
+from .packs import ALLOWLIST_REGEX_FIELDS, EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
 
 # `requires:` tests: cheaper after a match than lookaheads before every candidate position
 def _requirement(test, ascii_members: str):
@@ -58,16 +60,28 @@ class CompiledRule:
         return self.rule.kind
 
     allow_any: regex.Pattern[str] | None = None  # the allowlist patterns as one alternation
+    allow_search: tuple[regex.Pattern[str], ...] = ()  # allowlist.regexes: found in the value
+    stopwords: Any = None  # allowlist.stopwords, lowercased, as an Aho-Corasick automaton
     # the allowlist's answers by value (IDs recur all through a conversation); None: the rule
     # has no allowlist (``set_allowlist`` decides)
     _verdicts: dict[str, bool] | None = field(default_factory=dict)
 
-    def set_allowlist(self, patterns: tuple[regex.Pattern[str], ...]) -> None:
+    def set_allowlist(self, patterns: tuple[regex.Pattern[str], ...],
+                      search: tuple[regex.Pattern[str], ...] = ()) -> None:
         self.allow_patterns, self.allow_any = patterns, _alternation(patterns)
-        self._verdicts = {} if patterns or self.rule.allowlist.values else None
+        self.allow_search = search
+        words = {w.lower() for w in self.rule.allowlist.stopwords if w}
+        if words:
+            self.stopwords = ahocorasick.Automaton()
+            for word in words:
+                self.stopwords.add_word(word, word)
+            self.stopwords.make_automaton()
+        self._verdicts = {} if patterns or search or words or self.rule.allowlist.values \
+            else None
 
-    def allowed(self, value: str) -> bool:
-        """False for a value the rule's allowlist ignores."""
+    def allowed(self, value: str, timeout: float | None = None) -> bool:
+        """False for a value the rule's allowlist ignores; ``timeout`` bounds each regex of
+        ``allowlist.regexes`` (TimeoutError: the caller fails closed)."""
         verdicts = self._verdicts
         if verdicts is None:
             return True
@@ -79,6 +93,10 @@ class CompiledRule:
                 known = self.allow_any.fullmatch(value) is None
             else:
                 known = not any(p.fullmatch(value) for p in self.allow_patterns)
+            if known and self.stopwords is not None:
+                known = next(self.stopwords.iter(value.lower()), None) is None
+            if known and self.allow_search:
+                known = not any(p.search(value, timeout=timeout) for p in self.allow_search)
             _remember(verdicts, value, known)
         return known
 
@@ -93,6 +111,9 @@ class CompiledRegex(CompiledRule):
 
     flags: int = 0  # the pattern's compile flags
     path: str | None = None  # the pack file, named by a compile error
+    entropy: float | None = None  # the kept value's Shannon entropy must be above this
+    allow_match: tuple[regex.Pattern[str], ...] = ()  # allowlist.match_regexes
+    allow_line: tuple[regex.Pattern[str], ...] = ()  # allowlist.line_regexes
     # The compiled pattern and its locator (where matches can start, found by RE2 on ASCII
     # text) are built the first time the prefilter lets a text through to the rule: compiling
     # every rule costs about 0.1 s at each start of the command line, and most rules of a
@@ -106,7 +127,11 @@ class CompiledRegex(CompiledRule):
         if self._pattern is _UNBUILT:
             pattern = _compile(self.rule.pattern, self.flags, "pattern", self.pack,
                                self.rule.id, self.path)
-            self._group = "literal" if "literal" in pattern.groupindex else 0
+            group = self.rule.group
+            self._group = group if group is not None else \
+                "literal" if "literal" in pattern.groupindex else 0
+            if group == "first" and not pattern.groups:
+                self._group = 0
             self._pattern = pattern
         return self._pattern  # type: ignore[return-value]
 
@@ -119,8 +144,10 @@ class CompiledRegex(CompiledRule):
     @property
     def locator(self) -> Locator | None:
         if self._locator is _UNBUILT:
+            # a stricter locator tests ``requires`` on the whole match: only when it is kept
+            whole = self.group == 0
             self._locator = build_locator(self.rule.pattern, self.flags, self.pattern,
-                                          tuple(self.rule.requires))
+                                          tuple(self.rule.requires) if whole else ())
         return self._locator  # type: ignore[return-value]
 
     @locator.setter
@@ -141,7 +168,7 @@ class CompiledRegex(CompiledRule):
             matches = pattern.finditer(text, timeout=timeout)
         spans = []
         for m in matches:
-            start, end = m.span(group)
+            start, end = first_group(m) if group == "first" else m.span(group)
             if start < 0 or start == end:
                 continue
             value = text[start:end]
@@ -149,11 +176,49 @@ class CompiledRegex(CompiledRule):
                 continue
             if self.checksum is not None and not self.checksum(value):
                 continue
-            if self.allowed(value):
+            if self.entropy is not None and shannon_entropy(value) <= self.entropy:
+                continue
+            if self.allowed(value, timeout) and not self._dropped_in_context(m, text, timeout):
                 spans.append((start, end))
         if started:
             locator.record(located, locator.clock() - started, len(text))
         return spans
+
+    def _dropped_in_context(self, m: Any, text: str, timeout: float) -> bool:
+        """Does ``allowlist.match_regexes`` (on the whole match) or ``line_regexes`` (on the
+        lines the match stands on) drop this match?"""
+        if self.allow_match:
+            whole = m.group()
+            if any(p.search(whole, timeout=timeout) for p in self.allow_match):
+                return True
+        if self.allow_line:
+            start, end = m.span()
+            line = text[text.rfind("\n", 0, start) + 1:_line_end(text, end)]
+            if any(p.search(line, timeout=timeout) for p in self.allow_line):
+                return True
+        return False
+
+
+def _line_end(text: str, end: int) -> int:
+    newline = text.find("\n", end)
+    return len(text) if newline < 0 else newline
+
+
+def first_group(m: Any) -> tuple[int, int]:
+    """The span of the first capture group that took part in the match and is not empty,
+    else the whole match (gitleaks' choice of the secret when a rule names no group)."""
+    for index in range(1, m.re.groups + 1):
+        start, end = m.span(index)
+        if end > start:
+            return start, end
+    return m.span()
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character: 0 for ``aaaa``, 2 for ``abcd``, about 5.9 for random base64."""
+    length = len(value)
+    return -sum(n / length * math.log2(n / length) for n in Counter(value).values()) \
+        if length else 0.0
 
 
 @dataclass(eq=False)
@@ -242,8 +307,61 @@ def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     relaxed = relax(rule.pattern, unicode=unicode)
     if relaxed is None:
         return None
+    relaxed = drop_leading_optional(relaxed)
     inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
     return f"(?{inline}){relaxed}" if inline else relaxed
+
+
+_OPTIONAL = regex.compile(r"(?:\*|\?|\{0,\d*\})\??")
+_LEADING_FLAGS = regex.compile(r"\(\?[a-zA-Z]*\)|\(\?[a-zA-Z-]+:")
+
+
+def drop_leading_optional(pattern: str) -> str:
+    """``pattern`` without the atoms at its start that may repeat zero times (gitleaks'
+    ``[\\w.-]{0,50}?`` before a key name), for the prefilter's RE2 set only: whether a pattern
+    matches somewhere is unchanged (where the match starts is not, so locators keep them), and
+    a set of hundreds of such patterns no longer builds DFA states for every prefix position."""
+    i = 0
+    while True:
+        flags = _LEADING_FLAGS.match(pattern, i)
+        if flags is not None:  # (?i) or (?i: stay; what follows them may still be dropped
+            i = flags.end()
+            continue
+        end = _atom_end(pattern, i)
+        optional = _OPTIONAL.match(pattern, end) if end is not None else None
+        if optional is None:
+            return pattern
+        pattern = pattern[:i] + pattern[optional.end():]
+
+
+def _atom_end(pattern: str, i: int) -> int | None:
+    """The index after the single atom at ``i`` (a class, a group, an escape or a character
+    other than a metacharacter), or None."""
+    if i >= len(pattern):
+        return None
+    ch = pattern[i]
+    if ch == "\\":
+        return i + 2 if i + 1 < len(pattern) and pattern[i + 1] not in "xpPQ" else None
+    if ch == "[":
+        j = i + 1 + pattern.startswith("^", i + 1)
+        j += pattern.startswith("]", j)  # a leading ] is a member
+        while j < len(pattern):
+            if pattern[j] == "\\":
+                j += 2
+            elif pattern.startswith("[:", j):
+                close = pattern.find(":]", j)
+                if close < 0:
+                    return None
+                j = close + 2
+            elif pattern[j] == "]":
+                return j + 1
+            else:
+                j += 1
+        return None
+    if ch == "(":
+        end = _group_end(pattern, i)
+        return None if end is None else end + 1
+    return None if ch in "|)^$*+?{" else i + 1
 
 
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
@@ -260,7 +378,7 @@ _WIDE = {"d": rf"[\d{_NON_ASCII}]", "w": rf"[\w{_NON_ASCII}]",
 def relax(pattern: str, *, unicode: bool = False) -> str | None:
     """``pattern`` widened into RE2 syntax; None if the pattern is too unusual to rewrite safely.
 
-    Lookarounds, ``$`` and (``unicode``) ``\\b``/``\\B`` are dropped, possessive quantifiers and
+    Lookarounds, ``$``, ``\\Z`` and (``unicode``) ``\\b``/``\\B`` are dropped, possessive quantifiers and
     atomic groups become ordinary ones, ``{m,n}`` with a large ``n`` becomes ``{m,}``: matches
     can only widen. The plain form agrees with `regex` on ASCII text only (RE2's ``\\d \\w \\s
     \\b`` are ASCII). The ``unicode`` form also lets every shorthand and every positive class
@@ -287,6 +405,8 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
                 out.append(_WIDE[letter])
             elif unicode and not in_class and esc in ("\\b", "\\B"):
                 pass  # an assertion dropped (Unicode word boundaries): matches can only widen
+            elif esc == "\\Z" and not in_class:
+                pass  # end of text, which RE2 spells \z: an assertion dropped
             else:
                 out.append(esc)
             continue
@@ -452,12 +572,13 @@ def compile_noise(pack: Pack) -> list[CompiledNoise]:
 def compile_pack(pack: Pack) -> list[CompiledRule]:
     """Compile every rule of a loaded pack; optional entity rules without spaCy are left out."""
     compiled: list[CompiledRule] = []
-    allow_by_qid: dict[str, tuple[regex.Pattern[str], ...]] = {}
+    allow_by_qid: dict[str, dict[str, tuple[regex.Pattern[str], ...]]] = {}
     for owner, rule in zip(pack.owners, pack.rules):
         qid = f"{owner}/{rule.id}"
-        allow = tuple(_compile(p, 0, "allowlist.patterns", owner, rule.id, pack.path)
-                      for p in rule.allowlist.patterns)
-        allow_by_qid[qid] = allow
+        allow = allow_by_qid[qid] = {
+            name: tuple(_compile(p, 0, f"allowlist.{name}", owner, rule.id, pack.path)
+                        for p in getattr(rule.allowlist, name))
+            for name in ALLOWLIST_REGEX_FIELDS}
         if isinstance(rule, RegexRule):
             flags = 0
             for name in rule.flags:
@@ -468,7 +589,9 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
                 requires=tuple(REQUIRES[name] for name in rule.requires),
                 re2_source=_re2_source(rule),
-                re2_unicode_source=_re2_source(rule, unicode=True), flags=flags))
+                re2_unicode_source=_re2_source(rule, unicode=True), flags=flags,
+                entropy=rule.entropy, allow_match=allow["match_regexes"],
+                allow_line=allow["line_regexes"]))
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:
@@ -493,7 +616,8 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
             if nlp is not None:
                 compiled.append(CompiledEntity(qid, owner, rule, nlp=nlp))
     for compiled_rule in compiled:
-        compiled_rule.set_allowlist(allow_by_qid[compiled_rule.qid])
+        allow = allow_by_qid[compiled_rule.qid]
+        compiled_rule.set_allowlist(allow["patterns"], allow["regexes"])
     return compiled
 
 

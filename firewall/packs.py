@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal as TypingLiteral
 
 import regex
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
+                      field_validator)
 
 from .checksums import CHECKSUMS
 from .errors import PackError
@@ -22,6 +23,7 @@ RULE_ID = r"^[a-z0-9][a-z0-9._-]*$"
 PACK_NAME = r"^[a-z0-9][a-z0-9._-]*$"
 DEFAULT_ROLES: list[Role] = ["user", "tool", "assistant"]
 REGEX_FIELDS = ("pattern", "value_pattern")
+ALLOWLIST_REGEX_FIELDS = ("patterns", "regexes", "match_regexes", "line_regexes")
 
 
 class _Strict(BaseModel):
@@ -41,10 +43,22 @@ class Examples(_Strict):
 
 
 class Allowlist(_Strict):
-    """Values this rule must not report: exact strings, or regexes that must match the whole value."""
+    """Values this rule must not report. Any one check that holds drops the value (gitleaks'
+    allowlist ``condition = "OR"``)."""
 
     values: list[str] = Field(default_factory=list)
-    patterns: list[str] = Field(default_factory=list)
+    patterns: list[str] = Field(default_factory=list, description="regexes matching the whole value")
+    stopwords: list[str] = Field(default_factory=list,
+                                 description="a value containing one of these (any case)")
+    regexes: list[str] = Field(default_factory=list,
+                               description="regexes found anywhere in the value")
+    match_regexes: list[str] = Field(
+        default_factory=list, description="regex rules: regexes found anywhere in the whole "
+                                          "match (not only the `literal` group)")
+    line_regexes: list[str] = Field(
+        default_factory=list, description="regex rules: regexes found anywhere in the lines "
+                                          "the match stands on (an inline marker such as "
+                                          "`gitleaks:allow`)")
 
 
 class _RuleBase(_Strict):
@@ -73,6 +87,21 @@ class RegexRule(_RuleBase):
         default_factory=list,
         description="character classes the kept value must contain (checked after a match: "
                     "cheaper than a lookahead tried at every position)")
+    group: int | str | None = Field(
+        None, description="the capture group kept: its number, or `first`, the first group that "
+                          "took part in the match (gitleaks' rule); default: the `literal` "
+                          "group, else the whole match")
+    entropy: float | None = Field(
+        None, gt=0, le=16, description="the kept value's Shannon entropy, in bits per "
+                                       "character, must be above this (random tokens score "
+                                       "high, words and placeholders low)")
+
+    @field_validator("group")
+    @classmethod
+    def _group_number_or_first(cls, value: int | str | None) -> int | str | None:
+        if value is None or value == "first" or isinstance(value, int) and value >= 0:
+            return value
+        raise ValueError("must be a capture group number (0: the whole match) or 'first'")
 
 
 class JsonKeyRule(_RuleBase):
@@ -329,15 +358,27 @@ def _parse_rule(raw_rule: Any, position: int, defaults: dict[str, Any], pack: st
 def _check_compiles(rule: Any, pack: str | None, path: str, line_of: dict[str, int]) -> None:
     """Regexes and checksum names are checked here, where the line is still known."""
     sources = [(name, getattr(rule, name, None)) for name in REGEX_FIELDS]
-    sources += [("allowlist.patterns", p) for p in rule.allowlist.patterns]
+    sources += [(f"allowlist.{name}", p) for name in ALLOWLIST_REGEX_FIELDS
+                for p in getattr(rule.allowlist, name)]
+    compiled: dict[str, Any] = {}
     for name, source in sources:
         if source is None:
             continue
         try:
-            regex.compile(source)
+            compiled[name] = regex.compile(source)
         except (regex.error, RecursionError, OverflowError) as exc:
             raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule.id, field=name,
                             path=path, line=line_of.get(name.split(".")[0])) from None
+    for name in ("match_regexes", "line_regexes"):
+        if getattr(rule.allowlist, name) and not isinstance(rule, RegexRule):
+            raise PackError(f"allowlist.{name} needs a regex rule (a {rule.kind} rule has no "
+                            f"match or line to test)", pack=pack, rule=rule.id,
+                            field=f"allowlist.{name}", path=path, line=line_of.get("allowlist"))
+    group = getattr(rule, "group", None)
+    if isinstance(group, int) and group > compiled["pattern"].groups:
+        raise PackError(f"group {group} does not exist: the pattern has "
+                        f"{compiled['pattern'].groups} capture group(s)", pack=pack,
+                        rule=rule.id, field="group", path=path, line=line_of.get("group"))
     checksum = getattr(rule, "checksum", None)
     if checksum is not None and checksum not in CHECKSUMS:
         raise PackError(f"unknown checksum {checksum!r}; known: {', '.join(CHECKSUMS)}",

@@ -41,7 +41,7 @@ with (atheris.instrument_imports(include=["firewall"]) if _FUZZING
     from firewall.summarizers.base import Summary, SummaryRequest
 
 GITHUB = "ghp_" + "FAKEu8jzPde0IgxLd6GncfBAepfJBd0Kh8oO"
-AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+AWS_SECRET = "WG2x9aJTFMP9/2kUtMXhk" + "PrSbbAjLGmsDx5StAZv"
 STRIPE = "sk_" + "live_" + "51HxFAKEbCdEfGhIjKlMnOpQr"
 EMAILED = "Zq7!" + "vB9xkLm2"
 ASSIGNED = "hunter2" + "secret!"

@@ -227,7 +227,9 @@ def test_assistant_only_json_key_examples_run_as_tool_call_arguments():
 
 
 PREFILTER_PATTERNS = [r"(?<![\w#])#W\d{3,7}(?!\w)", r"\b[A-Z]{2,4}-\d{1,5}\b", r"(?<=key=)\w++",
-                      r"(?>ab|a)c", r"[^]x]y(?=z)", r"(?i)inv-\d+"]
+                      r"(?>ab|a)c", r"[^]x]y(?=z)", r"(?i)inv-\d+",
+                      # leading atoms that may repeat zero times: dropped from the RE2 set
+                      r"(?i)[\w.-]{0,8}?key\s?=\d", r"[x-]{0,3}(?i:[a-c]*?zE)\d", r"(?:ab)*c\d"]
 
 
 @pytest.mark.slow
@@ -274,6 +276,24 @@ def test_relax_widens_into_re2_syntax():
         r"[^\s]\x{100}(?:[[:alpha:]]|[\x{80}-\x{10FFFF}])")
     assert relax(r"[^\W_]", unicode=True) is None  # cannot be widened: left to `regex`
     assert relax(r"[^\W_]") == r"[^\W_]"
+
+
+def test_leading_optional_atoms_are_dropped_from_the_prefilter_source_only():
+    from firewall.compiled import drop_leading_optional
+    from firewall.packs import RegexRule
+
+    # gitleaks' keyword rules start with [\w.-]{0,50}?: a set of hundreds of them built DFA
+    # states for every prefix position; whether each matches somewhere does not depend on it
+    assert drop_leading_optional(r"(?i)[\w.-]{0,}?(?:adafruit)x") == "(?i)(?:adafruit)x"
+    assert drop_leading_optional(r"[\w.-]{0,}?(?i:[\w.-]{0,}?(?:co))=") == "(?i:(?:co))="
+    assert drop_leading_optional(r"(?:ab)*c") == "c"
+    assert drop_leading_optional(r"[]a]*?\d+") == r"\d+"
+    assert drop_leading_optional(r"(?:a*b|c)d") == r"(?:a*b|c)d"  # a group that must match
+    assert drop_leading_optional(r"\x41*b") == r"\x41*b"  # an escape with arguments: kept
+    rule = RegexRule(id="r", kind="regex", pattern=r"(?<![\w.-])[\w.-]{0,50}?key=(\d+)")
+    compiled = Extractor([Pack(name="p", version="1", rules=(rule,), owners=("p",))]).rules[0]
+    assert compiled.re2_source == r"key=(\d+)"
+    assert compiled.find("my.key=42", 1.0) == [(0, 9)]  # the match itself still starts at m
 
 
 _EXTRACTORS: dict = {}

@@ -32,8 +32,8 @@ from firewall.turns import Turn
 
 # -- secrets of many kinds, assembled so the source holds none -----------------------------------
 
-AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"
-AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
+AWS_SECRET = "WG2x9aJTFMP9/2kUtMXhk" + "PrSbbAjLGmsDx5StAZv"
 GITHUB = "ghp_" + "FAKEu8jzPde0IgxLd6GncfBAepfJBd0Kh8oO"
 GITHUB_AS_KEY = "gho_" + "FAKEdocJ2isAjIhKtJ0RlgLKOmxgJTeKdNnFR"
 SLACK = "xoxb-" + "123456789012-1234567890123-" + "FAKEFAKEFAKEFAKEFAKEFAKE"

@@ -26,8 +26,8 @@ from firewall.turns import Turn
 
 # -- secrets, assembled so the source holds none ------------------------------------------------
 
-AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"
-AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
+AWS_SECRET = "WG2x9aJTFMP9/2kUtMXhk" + "PrSbbAjLGmsDx5StAZv"
 GITHUB = "ghp_" + "FAKEu8jzPde0IgxLd6GncfBAepfJBd0Kh8oO"
 STRIPE = "sk_" + "live_" + "51HxFAKEbCdEfGhIjKlMnOpQr"
 ANTHROPIC = "sk-" + "ant-api03-" + "FAKE799NksnRH9ucAUsdMlHUvTCQCyEZDz_TddJ8HyS5SUkCnD8zRA9a9AA"
