@@ -110,12 +110,11 @@ def bitcoin(value: str) -> bool:
 # Top-level domains that a bare ``name.tld`` is accepted under. A two-letter country code is
 # accepted unless it is also a common file extension or attribute name in code (``setup.py``,
 # ``README.md``, ``self.id``): there only a multi-label public suffix (``gov.pl``, ``co.in``)
-# or a scheme, ``www.`` or an ``@`` (other rules) marks a domain. Of the generic TLDs, only the
+# or a leading ``www.`` marks a domain (a scheme or an ``@``: other rules). Of the generic TLDs, only the
 # ones seen on their own in prose, and no word that code uses as an attribute (``log.info``,
-# ``np.int``, ``x.app``).
+# ``np.int``, ``this.store``, ``x.app``).
 GENERIC_TLDS = frozenset({"com", "net", "org", "edu", "gov", "mil", "io", "ai", "co", "dev",
-                          "me", "tv", "xyz", "biz", "online", "site", "tech", "store", "shop",
-                          "blog", "cloud"})
+                          "me", "tv", "xyz", "biz"})
 CODE_EXTENSIONS = frozenset({"py", "md", "sh", "rs", "pl", "pm", "so", "cc", "mk", "ml", "ps",
                              "sc", "tf", "la", "ac", "am", "in", "pt", "sv", "mm", "cl", "gd",
                              "id"})
@@ -144,7 +143,9 @@ def domain(value: str) -> bool:
     if not tld.islower() and tld.isascii():  # pydicom.valuerep.IS, Context.Store: code
         return False
     host = host.lower()
-    if tld.isascii() and not tld.startswith("xn--"):
+    if tld in GENERIC_TLDS and len(labels) == 2:  # microsoft.com: no list needed (nor loaded)
+        return True
+    if tld.isascii() and not tld.startswith("xn--") and labels[0] != "www":
         if tld not in GENERIC_TLDS and (len(tld) != 2 or tld in CODE_EXTENSIONS):
             if len(labels) < 3:  # a two-label suffix needs a label in front: no list lookup
                 return False

@@ -63,6 +63,7 @@ def test_the_iban_table_covers_the_registry_lengths():
     ("microsoft.com", True), ("google.co.il", True), ("www.bbc.co.uk/news", True),
     ("例子.中国", True), ("example.com.au", True), ("ns1.example.co.in", True),
     ("co.il", False), ("setup.py", False), ("README.md", False), ("self.id", False),
+    ("www.example.store", True), ("this.store", False), ("www.setup.py", True),
     ("user.email", False), ("Context.Store", False), ("a.b.example", False), ("x.zz", False),
 ])
 def test_domain_validator_reads_the_public_suffix_list(value, valid):
