@@ -5,6 +5,7 @@ header), run through the built-in packs; and the library-backed validators behin
 import socket
 
 import pytest
+from hypothesis import given, settings, strategies as st
 import yaml
 
 from firewall import checksums
@@ -106,3 +107,10 @@ def test_validators(name, value, valid):
 def test_validators_refuse_what_they_cannot_read(name, value):
     """A validator only ever drops a candidate: odd input gives False, never an exception."""
     assert checksums.CHECKSUMS[name](value) is False
+
+
+@settings(max_examples=300, deadline=None)  # the first domain check parses the suffix list
+@given(st.text(alphabet=st.sampled_from("0123456789abcfxABCZ:.-/% 例子\udcff"), max_size=48))
+def test_validators_never_raise(value):
+    for validator in checksums.CHECKSUMS.values():
+        assert validator(value) in (True, False)
