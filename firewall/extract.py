@@ -144,6 +144,7 @@ class Extractor:
                     seen.add(noise.qid)
                     self.noise.append(noise)
         self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
+        self._sensitive = {r.qid for r in self.rules if r.rule.sensitive}
         self._by_role: dict[str, _RoleRules] = {
             role: _RoleRules([r for r in self.rules if role in r.rule.roles]) for role in ROLES}
         self._secrets_by_role: dict[str, _RoleRules] = {}  # built on first use: see _rules
@@ -354,6 +355,8 @@ class Extractor:
         for call in turn.tool_calls:
             self.scan_json(call.arguments, turn.role, turn=index, root="arguments",
                            tool=call.name, out=out, text_rules=True)
+        if out.timeouts:
+            self._unknown_is_secret(out)
         spread_sensitivity(out.literals)
         # document order: hits come grouped by rule; order by field (first appearance), offset
         rank: dict[str, int] = {}
@@ -361,6 +364,15 @@ class Extractor:
             rank.setdefault(lit.field, len(rank))
         out.literals.sort(key=lambda lit: (rank[lit.field], lit.start, -lit.end))
         return out
+
+    def _unknown_is_secret(self, out: TurnScan) -> None:
+        """Where a sensitive rule ran out of time, nobody knows which bytes were a secret:
+        every literal other rules found in that field is treated as one (sensitivity fails
+        closed, as the turn itself is kept verbatim and never sent)."""
+        unsure = {t.field for t in out.timeouts if t.rule in self._sensitive}
+        for lit in out.literals:
+            if lit.field in unsure:
+                lit.sensitive = True
 
     def scan(self, conversation: Conversation | Iterable[Turn], *,
              skip: SpanFinder | None = None) -> ScanResult:

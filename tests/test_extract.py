@@ -537,3 +537,22 @@ def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):
                 expected.append((text, rule.qid, path))
     assert [(l.value, l.rule, l.field) for l in out.literals] == expected
     assert all((l.turn, l.role, l.tool) == (3, "tool", "t") for l in out.literals)
+
+
+def test_a_slow_validator_does_not_spend_the_regex_time_budget(monkeypatch):
+    """A validator's first call may import its library and load its data (the Public Suffix
+    List: about 0.2 s): that time is not the regex's, and must not time the rule out."""
+    import time
+
+    from firewall.checksums import CHECKSUMS
+
+    def slow(value: str) -> bool:
+        time.sleep(0.05)
+        return True
+
+    monkeypatch.setitem(CHECKSUMS, "slow", slow)
+    extractor = Extractor([pack_from(
+        "name: p\nversion: '1'\nrules:\n  - id: r\n    kind: regex\n"
+        "    pattern: '\\bID-\\d+'\n    checksum: slow\n")], timeout=0.02, timeout_per_mb=0)
+    found = extractor.scan([Turn("user", "ID-1 ID-2 ID-3")])
+    assert (values(found), found.timeouts) == (["ID-1", "ID-2", "ID-3"], [])

@@ -515,6 +515,32 @@ def test_a_turn_whose_scan_timed_out_is_never_sent(placeholders: bool, tmp_path:
     assert "withheld" in request.turns[1].text
 
 
+
+@pytest.mark.parametrize("placeholders", [True, False])
+def test_what_other_rules_found_where_a_secret_scan_timed_out_is_a_secret(
+        placeholders: bool, tmp_path: Path, packs: list[Any]) -> None:
+    """A sensitive rule that ran out of time cannot say which bytes of its field were a
+    secret: the literals other rules found there (core/id-token reads the whole token) are
+    sensitive, so the audit log stores them hashed (fixed in ``extract.Extractor._scan_turn``)."""
+    path = tmp_path / "vault.yaml"
+    path.write_text(VAULT_PACK, encoding="utf-8")
+    vault = [load_pack(path)]
+    token = "VLT-" + "Q7W9E2R4T6Y8"
+    messages = [{"role": "user", "content": f"Refund {INVOICE}"},
+                {"role": "tool", "tool_call_id": "c", "content": f"{token} " + "a" * 2000 + "!"},
+                {"role": "user", "content": "summarize and continue"},
+                {"role": "assistant", "content": "ok"}]
+    log = MemoryAuditLog(key=b"k")
+    fw = Firewall(vault + packs, keep_last=1, placeholders=placeholders, audit=log)
+    fw.extractor = Extractor(vault + packs, timeout=0.05, timeout_per_mb=0.0)
+    result = fw.compact(messages, summarizer=ScriptedSummarizer([INVOICE]))
+    assert result.compacted and messages[1] in result.messages
+    [piece] = [e for e in result.ledger.entries if e.value == token]
+    assert piece.sensitive and piece.rule == "core/id-token"
+    assert leaked(log.records[0].model_dump_json(), [token]) == []
+    [invoice] = [e for e in result.ledger.entries if e.value == INVOICE]
+    assert not invoice.sensitive  # other fields keep their own verdicts
+
 # -- 10. hostile bytes -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("audit", [None, ":memory:", "audit.db", "audit.jsonl", "postgres"])
