@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory import generate  # noqa: E402
+from memory import generated_log  # noqa: E402
 from throughput import add_common_args, bench_inputs, write_json  # noqa: E402
 
 
@@ -68,14 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     header, files, _, _ = bench_inputs(args, "cli_memory: peak RSS of the command line on a "
                                              "large JSONL log")
-    fd, name = tempfile.mkstemp(prefix="firewall-cli-memory-", suffix=".jsonl",
-                                dir=args.tmpdir)
-    os.close(fd)
-    log = Path(name)
     runs = []
-    try:
-        lines, nbytes = generate(files, log, int(args.size_mb * 2**20))
-        print(f"log     : {lines:,} conversations, {nbytes / 2**20:,.0f} MiB")
+    with generated_log(files, args.size_mb, args.tmpdir, "firewall-cli-memory-") as (log, lines,
+                                                                                     nbytes):
         for mode in args.mode or ["json"]:
             run = run_mode(log, mode)
             runs.append(run)
@@ -86,9 +81,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{nbytes / 2**20 / run['seconds']:.2f} MiB/s)")
             if run["exit"] != 0:
                 print(run["stderr"])
-    finally:
-        log.unlink(missing_ok=True)
-        print("removed the temporary log")
     peak = max(r["peak_rss_mb"] for r in runs)
     met = peak < args.target_mb and all(r["exit"] == 0 for r in runs)
     print(f"\npeak RSS {peak:.1f} MiB; target < {args.target_mb:g} MB: "

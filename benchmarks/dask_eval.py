@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cli_memory import firewall_command  # noqa: E402
-from memory import generate  # noqa: E402
+from memory import generated_log  # noqa: E402
 from throughput import add_common_args, bench_inputs, write_json  # noqa: E402
 
 
@@ -164,14 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{run['cluster_startup_seconds']:.1f} s; worker peak RSS "
                   f"{', '.join(f'{m:.0f}' for m in run['worker_peak_rss_mb'])} MiB")
         if args.size_mb > 0:
-            fd, name = tempfile.mkstemp(prefix="firewall-dask-", suffix=".jsonl",
-                                        dir=args.tmpdir)
-            os.close(fd)
-            log = Path(name)
-            try:
-                lines, nbytes = generate(paths, log, int(args.size_mb * 2**20))
-                print(f"log     : {lines:,} conversations, {nbytes / 2**20:,.0f} MiB; "
-                      f"eval --at {args.memory_at} on 2 workers")
+            with generated_log(paths, args.size_mb, args.tmpdir, "firewall-dask-") as (
+                    log, lines, nbytes):
+                print(f"eval --at {args.memory_at} on 2 workers")
                 run = on_dask([str(log)], out_dir, 2, "--at", args.memory_at,
                               stop_after=args.stop_after or 10**9)
                 run["log_bytes"], run["log_conversations"] = nbytes, lines
@@ -191,9 +186,6 @@ def main(argv: list[str] | None = None) -> int:
                       f"per worker: {'MET' if met else 'NOT MET'}")
                 if run["exit"] != 0:
                     print(run["stderr"])
-            finally:
-                log.unlink(missing_ok=True)
-                print("removed the temporary log")
     for run in results["runs"] + ([results["memory"]] if "memory" in results else []):
         run.pop("table"), run.pop("ledgers")
     write_json(args.json, {**header, "benchmark": "dask_eval", **results})

@@ -14,6 +14,7 @@ The temporary file is removed afterwards, also on error or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -44,6 +45,22 @@ def current_rss_mb() -> float:
     except OSError:
         pass
     return float("nan")
+
+
+@contextlib.contextmanager
+def generated_log(files: list[Path], size_mb: float, tmpdir: str | None, prefix: str):
+    """A temporary JSONL log of about ``size_mb`` MiB of dev replicas, outside the repository,
+    removed afterwards (also on error); yields (path, lines, bytes)."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".jsonl", dir=tmpdir)
+    os.close(fd)
+    log = Path(name)
+    try:
+        lines, nbytes = generate(files, log, int(size_mb * 2**20))
+        print(f"log     : {lines:,} conversations, {nbytes / 2**20:,.0f} MiB")
+        yield log, lines, nbytes
+    finally:
+        log.unlink(missing_ok=True)
+        print("removed the temporary log")
 
 
 def generate(files: list[Path], target: Path, size_bytes: int) -> tuple[int, int]:

@@ -21,7 +21,6 @@ import re
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import threading
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cli_memory import firewall_command  # noqa: E402
-from memory import generate  # noqa: E402
+from memory import generated_log  # noqa: E402
 from throughput import add_common_args, bench_inputs, write_json  # noqa: E402
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -91,17 +90,9 @@ def main(argv: list[str] | None = None) -> int:
                                              "firewall replay on a large JSONL log")
     files = [f for f in files if f.match(args.glob)] or files
     print(f"sources : {', '.join(f.name for f in files)}")
-    fd, name = tempfile.mkstemp(prefix="firewall-replay-memory-", suffix=".jsonl",
-                                dir=args.tmpdir)
-    os.close(fd)
-    log = Path(name)
-    try:
-        lines, nbytes = generate(files, log, int(args.size_mb * 2**20))
-        print(f"log     : {lines:,} conversations, {nbytes / 2**20:,.0f} MiB")
+    with generated_log(files, args.size_mb, args.tmpdir, "firewall-replay-memory-") as (
+            log, lines, nbytes):
         run = run_replay(log, args.window, args.watermark)
-    finally:
-        log.unlink(missing_ok=True)
-        print("removed the temporary log")
     print(f"  firewall replay LOG --window {args.window} --watermark {args.watermark:g}: "
           f"exit {run['exit']}, peak RSS {run['peak_rss_mb']:.1f} MiB, {run['seconds']:.0f} s "
           f"({run['cpu_seconds']:.0f} s CPU, {nbytes / 2**20 / run['seconds']:.2f} MiB/s)")
