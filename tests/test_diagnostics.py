@@ -231,7 +231,7 @@ def test_confabulation_diff_on_a_codex_compaction(probe_model):
 def test_probes_never_send_a_secret(probe_model, tmp_path):
     from firewall.guard import Firewall
 
-    secret = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # split: no secret scanner flags the test file
+    secret = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
     conversation = json.loads(RECORDING.read_text())
     conversation["messages"][1]["content"] += f" The deploy key is {secret}."
     recording = tmp_path / "recording.jsonl"

@@ -18,7 +18,7 @@ from firewall.audit import HASH_PREFIX, literal_hash  # noqa: E402
 
 INVOICE = "INV-2025-08-44719"
 OTHER = "INV-2025-09-10001"
-AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # AWS's documented example key id (sensitive)
+AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
 KEY = "test-audit-key"
 
 MESSAGES = [

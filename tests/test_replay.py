@@ -14,7 +14,7 @@ from firewall.replaylog import ReplayConversation
 from firewall.summarizers.scripted import ScriptedSummarizer
 from firewall.trigger import Trigger, live_tokens
 
-AWS_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"  # assembled: the source holds no key
+AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
 PADDING = " ".join(f"line {i} of the build log: compiling module number {i}." for i in range(40))
 
 
