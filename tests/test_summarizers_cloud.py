@@ -72,21 +72,23 @@ BEDROCK_MODEL = "anthropic.claude-haiku-4-5-20251001-v1:0"
 VERTEX_MODEL = "claude-haiku-4-5@20251001"
 
 
-@pytest.mark.parametrize("use_async", [False, True])
-def test_the_summarizer_works_through_anthropic_bedrock(anthropic, use_async):
+def through(client_class, model: str, options: dict, transport, use_async: bool):
+    """``AnthropicSummarizer`` on a cloud client of the SDK whose HTTP goes to ``transport``."""
     import httpx2
 
+    http = (httpx2.AsyncClient if use_async else httpx2.Client)(transport=transport)
+    client = client_class(**options, http_client=http)
+    return firewall.AnthropicSummarizer(model, **{"async_client" if use_async else "client":
+                                                  client})
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_summarizer_works_through_anthropic_bedrock(anthropic, use_async):
     seen: list = []
     transport = messages_api(seen)
     options = dict(api_key="bedrock-test-token", aws_region="us-east-1", max_retries=0)
-    if use_async:
-        client = anthropic.AsyncAnthropicBedrock(
-            **options, http_client=httpx2.AsyncClient(transport=transport))
-        summarizer = firewall.AnthropicSummarizer(BEDROCK_MODEL, async_client=client)
-    else:
-        client = anthropic.AnthropicBedrock(**options,
-                                            http_client=httpx2.Client(transport=transport))
-        summarizer = firewall.AnthropicSummarizer(BEDROCK_MODEL, client=client)
+    summarizer = through(anthropic.AsyncAnthropicBedrock if use_async else
+                         anthropic.AnthropicBedrock, BEDROCK_MODEL, options, transport, use_async)
     result = compact(summarizer, use_async=use_async)
     assert_reasked_and_kept(result, seen)
     # Bedrock's own route and body: the model is in the path, the API version in the body
@@ -97,20 +99,12 @@ def test_the_summarizer_works_through_anthropic_bedrock(anthropic, use_async):
 
 @pytest.mark.parametrize("use_async", [False, True])
 def test_the_summarizer_works_through_anthropic_vertex(anthropic, use_async):
-    import httpx2
-
     seen: list = []
     transport = messages_api(seen)
     options = dict(region="us-east5", project_id="my-project", access_token="vertex-test-token",
                    max_retries=0)
-    if use_async:
-        client = anthropic.AsyncAnthropicVertex(
-            **options, http_client=httpx2.AsyncClient(transport=transport))
-        summarizer = firewall.AnthropicSummarizer(VERTEX_MODEL, async_client=client)
-    else:
-        client = anthropic.AnthropicVertex(**options,
-                                           http_client=httpx2.Client(transport=transport))
-        summarizer = firewall.AnthropicSummarizer(VERTEX_MODEL, client=client)
+    summarizer = through(anthropic.AsyncAnthropicVertex if use_async else
+                         anthropic.AnthropicVertex, VERTEX_MODEL, options, transport, use_async)
     result = compact(summarizer, use_async=use_async)
     assert_reasked_and_kept(result, seen)
     assert seen[0]["path"] == ("/v1/projects/my-project/locations/us-east5/publishers/"
