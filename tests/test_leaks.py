@@ -14,7 +14,6 @@ import re
 import sqlite3
 import textwrap
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -29,6 +28,8 @@ from firewall.placeholders import Placeholders
 from firewall.summarizers.scripted import ScriptedSummarizer
 from firewall.tokens import set_token_counter
 from firewall.turns import Turn
+
+from loopback import QuietHandler, serving
 
 # -- secrets of many kinds, assembled so the source holds none -----------------------------------
 
@@ -202,7 +203,7 @@ class Capture:
 def vendor() -> Iterator[tuple[Capture, str]]:
     capture = Capture(faithful)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server hook
             body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()
             with capture.lock:
@@ -215,17 +216,8 @@ def vendor() -> Iterator[tuple[Capture, str]]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield capture, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield capture, url
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 import firewall
 from firewall.audit import MemoryAuditLog
 from firewall.errors import SummarizerError
+
+from loopback import QuietHandler, serving
 
 INVOICE = "INV-2025-08-44719"
 MUTATED = "INV-2025-08-44791"
@@ -120,7 +120,7 @@ def chat_server():
     """An OpenAI-compatible server on 127.0.0.1: answers chat completions in turn."""
     seen: list = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, **body})
@@ -142,17 +142,8 @@ def chat_server():
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield seen, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield seen, f"{url}/v1"
 
 
 @pytest.fixture
