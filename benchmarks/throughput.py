@@ -407,10 +407,11 @@ def main(argv: list[str] | None = None) -> int:
                   if r.kind == "regex"}
     kinds = collections.Counter(r.kind for r in extractor.rules)
     prefilter = extractor._by_role["tool"].prefilter
-    re2_members = len(prefilter._set_members)
+    re2_groups = prefilter._ascii.groups
+    re2_members = sum(len(g.rules) for g in re2_groups)
     print(f"rules   : {len(extractor.rules)} compiled ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}); "
-          f"prefilter (tool role): {prefilter.size} regex rules, {len(prefilter._unkeyed)} without "
-          f"keywords, RE2 set {'ACTIVE with ' + str(re2_members) if prefilter._set is not None else 'INACTIVE (0)'} members")
+          f"prefilter: {prefilter.size} regex rules, {len(prefilter._unkeyed)} without "
+          f"keywords, RE2 sets {'ACTIVE: ' + str(len(re2_groups)) + ' groups of ' + str(re2_members) if re2_groups else 'INACTIVE (0)'} members")
     print(f"naive   : regex compiles {naive_regex.compiled}/{naive_regex.total}; "
           f"re compiles {naive_re.compiled}/{naive_re.total}"
           + (f" (re skips: {'; '.join(naive_re.skipped)})" if naive_re.skipped else ""))
@@ -582,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
                   "keyword_gated": sum(keyword_gated.values())},
         "naive_re_compiled": [naive_re.compiled, naive_re.total],
         "presidio_overlap": presidio_overlap,
-        "re2_set_active": prefilter._set is not None,
+        "re2_set_active": bool(re2_groups),
     })
     return 0
 

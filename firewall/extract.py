@@ -145,8 +145,12 @@ class Extractor:
                     self.noise.append(noise)
         self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
         self._sensitive = {r.qid for r in self.rules if r.rule.sensitive}
+        # one prefilter for every role: its RE2 sets warm up, and hold memory, once
+        self._regex = [r for r in self.rules if isinstance(r, CompiledRegex)]
+        self._prefilter = Prefilter(self._regex)
         self._by_role: dict[str, _RoleRules] = {
-            role: _RoleRules([r for r in self.rules if role in r.rule.roles]) for role in ROLES}
+            role: self._role_rules([r for r in self.rules if role in r.rule.roles])
+            for role in ROLES}
         self._secrets_by_role: dict[str, _RoleRules] = {}  # built on first use: see _rules
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, list[Literal]] = OrderedDict()
@@ -162,9 +166,12 @@ class Extractor:
             return self._by_role[role]
         rules = self._secrets_by_role.get(role)
         if rules is None:  # two threads may both build it: the same rules either way
-            rules = self._secrets_by_role[role] = _RoleRules(
+            rules = self._secrets_by_role[role] = self._role_rules(
                 [r for r in self._by_role[role].all if r.rule.sensitive])
         return rules
+
+    def _role_rules(self, rules: list[CompiledRule]) -> _RoleRules:
+        return _RoleRules(rules, self._regex, self._prefilter)
 
     def scan_text(self, text: str, role: str, *, turn: int = 0, field: str = "text",
                   tool: str | None = None, out: TurnScan | None = None,
@@ -179,7 +186,7 @@ class Extractor:
         data = ascii_bytes(text)
         regex_rules = rules.regex
         found = len(out.literals)
-        for i in rules.prefilter.candidates(text, data):
+        for i in rules.prefilter.candidates(text, data, rules.among):
             self._run(regex_rules[i], text, budget, data, turn, role, field, tool, out)
         for rule in rules.other:
             self._run(rule, text, budget, None, turn, role, field, tool, out)
@@ -217,7 +224,7 @@ class Extractor:
         folded = fold(text)
         found = TurnScan()
         data = ascii_bytes(folded)
-        for i in rules.prefilter.candidates(folded, data):
+        for i in rules.prefilter.candidates(folded, data, rules.among):
             self._run(rules.regex[i], folded, budget, data, turn, role, field, tool, found)
         for rule in rules.other:
             self._run(rule, folded, budget, None, turn, role, field, tool, found)
@@ -423,12 +430,15 @@ def _at(lit: Literal, turn: int) -> Literal:
 class _RoleRules:
     """The rules that apply to one role, split by how they run."""
 
-    def __init__(self, rules: list[CompiledRule]) -> None:
+    def __init__(self, rules: list[CompiledRule], regex: list[CompiledRegex],
+                 prefilter: Prefilter) -> None:
         self.all = rules
-        self.regex = [r for r in rules if isinstance(r, CompiledRegex)]
+        # the extractor's regex rules and their shared prefilter; ``among``: this role's
+        chosen = {id(r) for r in rules}
+        self.regex, self.prefilter = regex, prefilter
+        self.among = frozenset(i for i, r in enumerate(regex) if id(r) in chosen)
         self.json_key = [r for r in rules if isinstance(r, CompiledJsonKey)]
         self.other = [r for r in rules if not isinstance(r, (CompiledRegex, CompiledJsonKey))]
-        self.prefilter = Prefilter(self.regex)
         self._key_rules: dict[str, list[CompiledJsonKey]] = {}
 
     def json_key_rules(self, key: str) -> list[CompiledJsonKey]:

@@ -1,17 +1,28 @@
-"""Which regex rules can possibly match a text, decided in one or two linear passes.
+"""Which regex rules can possibly match a text, decided in a few linear passes.
 
 A prefilter may only narrow the set of rules `regex` runs; it never decides a result. Two
-stages: gitleaks-style keywords (Aho-Corasick over the lowercased text) and an RE2 ``Set`` of
-every eligible pattern, which reports in one pass which patterns match anywhere. The patterns
-handed to RE2 are widened (``compiled.relax``) so that RE2 finding no match proves `regex`
-finds none: the plain form on ASCII text, the ``unicode`` form (every shorthand and class also
-matching any non-ASCII character) on other text. Ineligible patterns go straight to `regex`.
+stages. First the gitleaks-style keywords: one RE2 ``Set`` of every rule's keywords on ASCII
+text, Aho-Corasick over the lowercased text elsewhere. Then the rules' own patterns, in small
+RE2 sets (groups), each reporting in one pass which of its patterns match anywhere; a group is
+only run when one of its rules survived the keyword stage. The patterns handed to RE2 are
+widened (``compiled.relax``) so that RE2 finding no match proves `regex` finds none: the plain
+form on ASCII text, the ``unicode`` form (every shorthand and class also matching any non-ASCII
+character) on other text. Ineligible patterns go straight to `regex`.
+
+Why groups: one RE2 set's DFA tracks every pattern at once, so over real text it keeps building
+states for combinations of partial matches; with a hundred patterns those fill its memory
+budget and it ends up building a state at nearly every byte (several times slower than the
+same patterns in groups, and a few hundred MiB of cache per process). Rules without keywords
+come first, then keyed rules by the length of their shortest keyword: short keywords occur
+often, long ones rarely, so the groups of rare keywords (most secret formats) are skipped on
+most texts (benchmarks/README.md, extraction CPU).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import ahocorasick
 
@@ -24,13 +35,8 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 
 # \s in `regex` includes \v and \x1c-\x1f; in RE2 it does not, so such text skips RE2.
 _UNSAFE_CHARS = "\x0b\x1c\x1d\x1e\x1f"  # each tested with ``in`` (a memchr)
-# On ASCII text this long, the rules' RE2 set runs as several smaller sets (CHUNK sources each).
-# One set's DFA tracks every pattern at once, so text full of fresh IDs keeps making it build
-# new states; smaller sets build far fewer (a 4 KB turn of new IDs: ~160 us -> ~70 us). Shorter
-# texts cost one call per set and gain less, and text scanned again favours the one set's warm
-# DFA, so they keep the single set (benchmarks/README.md, incremental extraction).
-LONG_TEXT = 2048
-CHUNK = 32
+GROUP_SIZE = 16  # patterns per RE2 set
+SET_MEMORY = 16 << 20  # each set's RE2 budget (program and DFA cache)
 
 
 def ascii_bytes(text: str) -> bytes | None:
@@ -49,11 +55,24 @@ def _keyword_source(keywords: Sequence[str]) -> str | None:
     return "(?i)(?:" + "|".join("".join(f"\\x{ord(c):02x}" for c in k) for k in usable) + ")"
 
 
+class _Group(NamedTuple):
+    rule_set: object  # an RE2 Set of the patterns of ``rules``
+    rules: tuple[int, ...]  # the set's members, in order: rule indices
+    members: frozenset[int]
+
+
+class _Patterns(NamedTuple):
+    groups: list[_Group]
+    outside: frozenset[int]  # rules RE2 cannot judge: always offered to `regex`
+
+
 class Prefilter:
     def __init__(self, rules: Sequence[CompiledRegex]) -> None:
         self.size = len(rules)
+        self._rules = rules
         self._unkeyed = frozenset(i for i, r in enumerate(rules) if not r.keywords)
-        self._keywords = None
+        self._automaton = None
+        self._keyword_set: tuple[object, list[int]] | None = None
         if len(self._unkeyed) < len(rules):
             automaton = ahocorasick.Automaton()
             for i, rule in enumerate(rules):
@@ -63,104 +82,99 @@ class Prefilter:
                     else:
                         automaton.add_word(keyword, {i})
             automaton.make_automaton()
-            self._keywords = automaton
-        self._rules = rules  # the sets below that are not always needed are built on first use
-        self._set, self._set_members, self._outside_set = self._build_set(
-            [r.re2_source for r in rules])
-        # ASCII text: the keywords too, in the same RE2 pass (the Aho-Corasick walk yields
-        # every hit to Python, and one-character keywords like "-" or "/" hit constantly)
-        self._aset, self._aset_members, _ = self._build_set(
-            [r.re2_source for r in rules] + [_keyword_source(r.keywords) for r in rules])
-        if self._aset is not None and \
-                [i for i in self._aset_members if i < self.size] != self._set_members:
-            self._aset = None  # patterns left out differ from the pattern-only set's: two stages
+            self._automaton = automaton
+            # ASCII text: one RE2 pass instead of the automaton, which yields every hit to
+            # Python (and one-character keywords like "-" or "/" hit constantly)
+            sources = [_keyword_source(r.keywords) for r in rules]
+            keyword_set, members, outside = _build_set(sources)
+            if keyword_set is not None and not any(sources[i] is not None for i in outside):
+                self._keyword_set = (keyword_set, members)
+        self._ascii = self._patterns([r.re2_source for r in rules])
 
     @functools.cached_property
-    def _unicode_set(self):
+    def _unicode(self) -> _Patterns:
         """The widened patterns, for non-ASCII text (built the first time one comes)."""
-        return self._build_set([r.re2_unicode_source for r in self._rules])
+        return self._patterns([r.re2_unicode_source for r in self._rules])
 
-    @functools.cached_property
-    def _chunks(self) -> list[tuple[object, list[int]]]:
-        """The ASCII set's sources in chunks, each rule's pattern next to its keywords (built
-        the first time a long text comes)."""
-        if self._aset is None:
-            return []
-        rules, chunks = self._rules, []
-        members = sorted(self._aset_members, key=lambda m: (m % self.size, m))
-        for start in range(0, len(members), CHUNK):
-            part = members[start:start + CHUNK]
-            rule_set, built, _ = self._build_set(
-                [rules[m].re2_source if m < self.size else
-                 _keyword_source(rules[m - self.size].keywords) for m in part])
-            if rule_set is None or len(built) != len(part):
-                return []
-            chunks.append((rule_set, part))
-        return chunks
+    def _patterns(self, sources: Sequence[str | None]) -> _Patterns:
+        def order(i: int) -> tuple[int, int]:
+            keywords = self._rules[i].keywords
+            return (min(map(len, keywords)) if keywords else 0), i
 
-    @staticmethod
-    def _build_set(sources: Sequence[str | None]):
-        if re2 is None:
-            return None, [], frozenset(range(len(sources)))
-        options = re2.Options()
-        options.log_errors = False
-        options.max_mem = 64 << 20
-        rule_set = re2.Set.SearchSet(options)
-        members, outside = [], set()
-        for i, source in enumerate(sources):
-            try:
-                if source is None:
-                    raise ValueError
-                rule_set.Add(source)
-                members.append(i)
-            except Exception:  # RE2 lacks lookaround, backreferences, atomic groups...
-                outside.add(i)
-        if not members:
-            return None, [], frozenset(range(len(sources)))
-        try:
-            rule_set.Compile()  # returns None; failure raises
-        except Exception:
-            return None, [], frozenset(range(len(sources)))
-        return rule_set, members, frozenset(outside)
+        eligible = sorted((i for i, s in enumerate(sources) if s is not None), key=order)
+        groups, outside = [], {i for i, s in enumerate(sources) if s is None}
+        for start in range(0, len(eligible), GROUP_SIZE):
+            part = eligible[start:start + GROUP_SIZE]
+            rule_set, members, left_out = _build_set([sources[i] for i in part])
+            outside.update(part[j] for j in left_out)
+            if rule_set is not None:
+                rules = tuple(part[j] for j in members)
+                groups.append(_Group(rule_set, rules, frozenset(rules)))
+        return _Patterns(groups, frozenset(outside))
 
-    def candidates(self, text: str, ascii_data: bytes | None | bool = False) -> list[int]:
-        """Indices of the rules worth running on ``text``, ascending. ``ascii_data``: what
-        ``ascii_bytes(text)`` returned, if the caller has it already."""
+    def candidates(self, text: str, ascii_data: bytes | None | bool = False,
+                   among: frozenset[int] | None = None) -> list[int]:
+        """Indices of the rules worth running on ``text``, ascending; ``among``: only these
+        (one role's). ``ascii_data``: what ``ascii_bytes(text)`` returned, if the caller has it
+        already."""
         if ascii_data is False:
             ascii_data = ascii_bytes(text)
-        if ascii_data is not None and self._aset is not None:
-            # members [0, size): a rule's pattern may match; [size, ...): one of its keywords
-            # occurs (case-insensitively on ASCII text: in the lowercased text)
-            size = self.size
-            matched, keyed = set(self._outside_set), set(self._unkeyed)
-            sets = self._chunks if len(ascii_data) >= LONG_TEXT and self._chunks else \
-                ((self._aset, self._aset_members),)
-            for rule_set, members in sets:
-                for j in rule_set.Match(ascii_data) or ():
-                    rule = members[j]
-                    if rule < size:
-                        matched.add(rule)
-                    else:
-                        keyed.add(rule - size)
-            return sorted(matched & keyed)
-        allowed = set(self._unkeyed)
-        if self._keywords is not None:
-            for _, indices in self._keywords.iter(text.lower()):
-                allowed |= indices
+        allowed = self._keyed(text, ascii_data)
+        if among is not None:
+            allowed &= among
         if not allowed:
             return []
-        if ascii_data is False:
-            ascii_data = ascii_bytes(text)
         if ascii_data is not None:
-            rule_set, members, outside, data = (self._set, self._set_members,
-                                                self._outside_set, ascii_data)
+            patterns, data = self._ascii, ascii_data
         else:  # the widened patterns, on the UTF-8 bytes
-            rule_set, members, outside = self._unicode_set
+            patterns = self._unicode
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: `regex` alone decides
-                rule_set = None
-        if rule_set is not None:
-            hits = {members[j] for j in rule_set.Match(data) or ()}  # None: no match
-            allowed &= hits | outside
-        return sorted(allowed)
+                return sorted(allowed)
+        matched = set(patterns.outside)
+        for group in patterns.groups:
+            if not group.members.isdisjoint(allowed):
+                rules = group.rules
+                matched.update(rules[j] for j in group.rule_set.Match(data) or ())  # None: none
+        return sorted(allowed & matched)
+
+    def _keyed(self, text: str, ascii_data: bytes | None) -> set[int]:
+        """The rules without keywords, and those with a keyword in ``text`` (case-folded)."""
+        allowed = set(self._unkeyed)
+        if self._automaton is None:
+            return allowed
+        if ascii_data is not None and self._keyword_set is not None:
+            keyword_set, members = self._keyword_set
+            allowed.update(members[j] for j in keyword_set.Match(ascii_data) or ())
+        else:
+            for _, indices in self._automaton.iter(text.lower()):
+                allowed |= indices
+        return allowed
+
+
+def _build_set(sources: Sequence[str | None]) -> tuple[object | None, list[int], set[int]]:
+    """An RE2 set of ``sources``, the indices it holds, and those it cannot (None sources,
+    syntax RE2 lacks: lookaround, backreferences...); no set when it holds none."""
+    if re2 is None:
+        return None, [], set(range(len(sources)))
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = SET_MEMORY
+    rule_set = re2.Set.SearchSet(options)
+    members, outside = [], set()
+    for i, source in enumerate(sources):
+        try:
+            if source is None:
+                raise ValueError
+            rule_set.Add(source)
+            members.append(i)
+        except Exception:  # RE2 lacks lookaround, backreferences, atomic groups...
+            outside.add(i)
+    if members:
+        try:
+            rule_set.Compile()  # returns None; failure raises
+            return rule_set, members, outside
+        except Exception:
+            pass
+    return None, [], set(range(len(sources)))

@@ -262,7 +262,7 @@ def test_widened_re2_prefilter_never_drops_a_match_on_unicode_text(text):
     if "u" not in _EXTRACTORS:
         _EXTRACTORS["u"] = Extractor([patterns_pack("u", UNICODE_PATTERNS)])
         prefilter = _EXTRACTORS["u"]._by_role["user"].prefilter
-        assert not prefilter._outside_set and not prefilter._unicode_set[2]  # [2]: outside
+        assert not prefilter._ascii.outside and not prefilter._unicode.outside
     assert_scan_finds_every_match(_EXTRACTORS["u"], text)
 
 
@@ -303,7 +303,7 @@ def _prefilter_extractor(pack):
     if "x" not in _EXTRACTORS:
         _EXTRACTORS["x"] = Extractor([pack])
         # every pattern above must actually go through RE2, or the property proves nothing
-        assert not _EXTRACTORS["x"]._by_role["user"].prefilter._outside_set
+        assert not _EXTRACTORS["x"]._by_role["user"].prefilter._ascii.outside
     return _EXTRACTORS["x"]
 
 
@@ -485,7 +485,7 @@ KEYWORD_RULES = [("#W\\d{3}", ["#w", "order"]), ("\\w+-\\d+", ["-"]), ("x\\.y", 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="#wW0123-.xyORDERorderDoTKELVINkelvin\u212aé ß\v", max_size=50))
-def test_keywords_folded_into_the_ascii_re2_set_gate_as_the_automaton_does(text):
+def test_the_ascii_keyword_set_gates_as_the_automaton_does(text):
     """On ASCII text the keywords are matched by the RE2 set, elsewhere by Aho-Corasick over
     the lowercased text: the rules offered are the same either way."""
     from firewall.prefilter import ascii_bytes
@@ -495,14 +495,14 @@ def test_keywords_folded_into_the_ascii_re2_set_gate_as_the_automaton_does(text)
         for i, (p, kw) in enumerate(KEYWORD_RULES)))
     if "k" not in _EXTRACTORS:
         _EXTRACTORS["k"] = Extractor([pack])
-        assert _EXTRACTORS["k"]._by_role["user"].prefilter._aset is not None
+        assert _EXTRACTORS["k"]._by_role["user"].prefilter._keyword_set is not None
     prefilter = _EXTRACTORS["k"]._by_role["user"].prefilter
     folded = prefilter.candidates(text, ascii_bytes(text))
-    aset, prefilter._aset = prefilter._aset, None
+    keyword_set, prefilter._keyword_set = prefilter._keyword_set, None  # the automaton
     try:
         assert folded == prefilter.candidates(text, ascii_bytes(text))
     finally:
-        prefilter._aset = aset
+        prefilter._keyword_set = keyword_set
 
 
 json_values = st.recursive(

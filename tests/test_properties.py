@@ -371,23 +371,28 @@ def test_extraction_never_raises_and_values_are_source_slices(builtin_extractor,
 
 @PROPS
 @given(texts)
-def test_the_chunked_re2_sets_offer_the_rules_the_single_set_offers(builtin_extractor, text):
-    from firewall import prefilter as prefilter_module
+def test_skipping_re2_groups_offers_the_rules_that_running_every_group_offers(
+        builtin_extractor, text):
+    """A pattern group is skipped when none of its rules passed the keyword stage: the rules
+    offered are those that every group run on every text, and the automaton, would offer."""
+    from firewall.prefilter import ascii_bytes
 
-    data = prefilter_module.ascii_bytes(text)
+    data = ascii_bytes(text)
+    prefilter = builtin_extractor._prefilter
+    assert len(prefilter._ascii.groups) > 1  # the built-in packs are grouped
+    keyed = set(prefilter._unkeyed)
+    for _, indices in prefilter._automaton.iter(text.lower()):
+        keyed |= indices
+    patterns = prefilter._ascii if data is not None else prefilter._unicode
+    subject = data if data is not None else text.encode("utf-8", "surrogatepass")
+    matched = set(patterns.outside)
+    for group in patterns.groups:
+        matched.update(group.rules[j] for j in group.rule_set.Match(subject) or ())
+    if data is None and any("\ud800" <= c <= "\udfff" for c in text):
+        matched = set(range(prefilter.size))  # lone surrogates: `regex` alone decides
     for role in ("user", "assistant", "tool"):  # no built-in rule applies to system text
-        prefilter = builtin_extractor._by_role[role].prefilter
-        assert prefilter._chunks  # built for the built-in packs
-        long_text, prefilter_module.LONG_TEXT = prefilter_module.LONG_TEXT, 0  # chunks always
-        try:
-            chunked = prefilter.candidates(text, data)
-        finally:
-            prefilter_module.LONG_TEXT = long_text
-        chunks, prefilter._chunks = prefilter._chunks, []  # the single set
-        try:
-            assert chunked == prefilter.candidates(text, data)
-        finally:
-            prefilter._chunks = chunks
+        among = builtin_extractor._by_role[role].among
+        assert prefilter.candidates(text, data, among) == sorted(keyed & matched & among)
 
 
 # ── ledger ──────────────────────────────────────────────────────────────────────────────────
