@@ -604,6 +604,7 @@ def test_the_compaction_fuzz_harness_over_a_corpus_of_random_bytes() -> None:
         "fuzz_compaction", Path(__file__).resolve().parent.parent / "fuzz" / "fuzz_compaction.py")
     harness = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
+    harness.TIMEOUT = 5.0  # no rule times out on a loaded machine: the oracle sees what it saw
     rng = random.Random(20261201)
     inputs = list(harness.SEED_INPUTS) + [rng.randbytes(rng.randrange(0, 120))
                                           for _ in range(150)]
