@@ -23,10 +23,10 @@ from typing import Any, Literal as TypingLiteral
 
 from .audit import STATUSES, AuditRecord, open_audit_sink
 from .budget import Budget, budget_tokens as resolve_budget  # not the parameter
-from .compose import Span, choose_span, compose, turn_tokens
+from .compose import Span, choose_span, compose, turn_tokens, with_tool_pairs
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner, scalar_leaves
-from .formats import parse_messages
+from .formats import FORMATS, parse_messages
 from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextual_salience,
                      find_blocks, uses)
 from .literals import Literal
@@ -35,7 +35,7 @@ from .placeholders import Placeholders
 from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
-from .trigger import Trigger, live_tokens
+from .trigger import Decision, Trigger, live_tokens
 from .turns import Conversation, Turn
 from .validate import Verdict, identifier_shaped, validate
 
@@ -157,6 +157,7 @@ class _Plan:
     earlier: Earlier | None = None  # the compaction this one continues, at the span's start
     summarizer: Any = None  # per call: concurrent compactions may use different ones
     refused: str | None = None  # why the span cannot be summarized at all: kept as it was
+    must_shrink: bool = False  # fail closed when the composed context would not be smaller
     # placeholder mode: per turn, per field, where a rule found a secret (start, end, value)
     secret_spans: dict[int, dict[str, list[tuple[int, int, str]]]] = field(default_factory=dict)
     masked_turns: dict[int, Turn] = field(default_factory=dict)
@@ -254,6 +255,9 @@ class Firewall:
         self._scans = ScanMemo(self.extractor)  # per-conversation scan states (see pin)
         self._numbers: OrderedDict[str, int] = OrderedDict()  # last number given, per conversation
         self._numbers_lock = threading.Lock()
+        # per ledger (nonce), the tokens a summary and ledger block took when their composition
+        # would have grown the context: a trigger waits for a span larger than that (see _due)
+        self._costs: OrderedDict[str, int] = OrderedDict()
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
@@ -574,12 +578,16 @@ class Firewall:
                 keep: set[int], error: str | None) -> CompactionResult:
         conversation, span, ledger = plan.conversation, plan.span, plan.ledger
         block = ledger.render()
-        if summary is None:
-            messages = [t.raw for t in conversation.turns if t.raw is not None]
-            composed_text = None
-        else:
+        composed_text = None
+        if summary is not None:
             header = SUMMARY_HEADER.format(first=_first_turn(plan), last=plan.number(span.end - 1))
             composed_text = f"{header}\n\n{summary}"
+            grown = self._grown(plan, composed_text, block, keep) if plan.must_shrink else None
+            if grown is not None:  # fail closed: the trigger's compaction never enlarges
+                summary, composed_text, error = None, None, grown
+        if composed_text is None:
+            messages = [t.raw for t in conversation.turns if t.raw is not None]
+        else:
             messages = compose(conversation, span, composed_text, block, keep)
         verdict = attempts[-1].verdict if attempts else None
         try:
@@ -596,6 +604,25 @@ class Firewall:
         if record.compaction != plan.compaction:  # the log gave it the next free number
             self._renumbered(ledger.conversation_id, plan, record.compaction)
         return result
+
+    def _grown(self, plan: _Plan, summary: str, block: str, keep: set[int]) -> str | None:
+        """Why composing ``summary`` and ``block`` would not shrink the conversation (None
+        when it would). What they would cost is remembered per ledger until a composition
+        shrinks it: ``compaction_due`` expects the next one to cost as much."""
+        before = sum(plan.turn_tokens)
+        after = _composed_tokens(plan, summary, block, keep)
+        with self._numbers_lock:
+            nonce = plan.ledger.nonce
+            if after < before:
+                self._costs.pop(nonce, None)
+                return None
+            self._costs[nonce] = after - before + plan.span_tokens
+            self._costs.move_to_end(nonce)
+            if len(self._costs) > NUMBERED_MAX:
+                self._costs.popitem(last=False)
+        return (f"not compacted: the composed context would be {after:,} tokens, not fewer than "
+                f"the {before:,} it replaces (summary and ledger block cost more than the "
+                f"{plan.span_tokens:,}-token span); kept as it was")
 
     def _renumbered(self, conversation_id: str, plan: _Plan, number: int) -> None:
         for eviction in plan.pinned.evicted:
@@ -628,11 +655,13 @@ class Firewall:
 
     def compact(self, messages: Any, summarizer: Any = None, *, keep_last: int | None = None,
                 ledger: Ledger | None = None, compaction: int | None = None,
-                tail_start: int | None = None) -> CompactionResult:
+                tail_start: int | None = None, must_shrink: bool = False) -> CompactionResult:
         """Compact ``messages`` (any supported format); returns the same format.
-        ``tail_start``: the index of the first turn kept verbatim, instead of ``keep_last``."""
+        ``tail_start``: the index of the first turn kept verbatim, instead of ``keep_last``.
+        ``must_shrink`` (what the triggers ask): fail closed, the summary unused, when the
+        composed context would not be smaller than ``messages``."""
         summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction,
-                                       tail_start)
+                                       tail_start, must_shrink)
         answer: Any = None
         while True:
             try:
@@ -646,11 +675,11 @@ class Firewall:
 
     async def acompact(self, messages: Any, summarizer: Any = None, *,
                        keep_last: int | None = None, ledger: Ledger | None = None,
-                       compaction: int | None = None,
-                       tail_start: int | None = None) -> CompactionResult:
+                       compaction: int | None = None, tail_start: int | None = None,
+                       must_shrink: bool = False) -> CompactionResult:
         """``compact`` for async code; a sync-only summarizer runs in a worker thread."""
         summarizer, loop = self._start(messages, summarizer, keep_last, ledger, compaction,
-                                       tail_start)
+                                       tail_start, must_shrink)
         answer: Any = None
         while True:
             try:
@@ -667,10 +696,11 @@ class Firewall:
 
     def _start(self, messages: Any, summarizer: Any, keep_last: int | None,
                ledger: Ledger | None, compaction: int | None,
-               tail_start: int | None = None) -> tuple[Any, Generator]:
+               tail_start: int | None = None,
+               must_shrink: bool = False) -> tuple[Any, Generator]:
         summarizer = self._summarizer(summarizer)
         plan = self._plan(messages, ledger, keep_last, compaction, tail_start)
-        plan.summarizer = summarizer
+        plan.summarizer, plan.must_shrink = summarizer, must_shrink
         return summarizer, self._loop(plan)
 
     # ── triggers: what a harness calls before every model call ─────────────────────────
@@ -679,11 +709,13 @@ class Firewall:
                       summarizer: Any = None, keep_last: int | None = None,
                       expected_output: int | None = None) -> Any:
         """``messages`` itself (the same object, untouched) while the live context stays under
-        the trigger's watermark, or when the compaction failed closed; otherwise the compacted
-        messages: the system prompt as it was (the very objects: byte-identical, the prompt
-        cache's prefix), then the summary and the ledger block, then the verbatim tail. Pass
-        the same ``ledger`` at every call: it is updated in place and stays cumulative across
-        compactions. ``compact_if_due`` returns the whole ``CompactionResult``."""
+        the trigger's watermark, when no compaction is worth doing (the span holds too little
+        fresh material: ``compaction_due`` says why), or when the compaction failed closed;
+        otherwise the compacted messages: the system prompt as it was (the very objects:
+        byte-identical, the prompt cache's prefix), then the summary and the ledger block, then
+        the verbatim tail. Pass the same ``ledger`` at every call: it is updated in place and
+        stays cumulative across compactions. ``compact_if_due`` returns the whole
+        ``CompactionResult``."""
         result = self.compact_if_due(messages, trigger, ledger=ledger, summarizer=summarizer,
                                      keep_last=keep_last, expected_output=expected_output)
         return result.messages if result is not None and result.compacted else messages
@@ -693,12 +725,12 @@ class Firewall:
                              keep_last: int | None = None,
                              expected_output: int | None = None) -> Any:
         """``maybe_compact`` for async code."""
-        due = self._due(messages, trigger, keep_last, expected_output)
-        if due is None:
+        conversation = self.conversation(messages)
+        due = self._due(conversation, trigger, ledger, keep_last, expected_output)
+        if not due.due:
             return messages
-        conversation, boundary = due
         result = await self.acompact(conversation, summarizer, ledger=ledger,
-                                     tail_start=boundary)
+                                     tail_start=due.boundary, must_shrink=True)
         return result.messages if result.compacted else messages
 
     def compact_if_due(self, messages: Any, trigger: Trigger, *, ledger: Ledger | None = None,
@@ -706,22 +738,38 @@ class Firewall:
                        compaction: int | None = None,
                        expected_output: int | None = None) -> CompactionResult | None:
         """The compaction ``trigger`` calls for, with the span's end nudged to a natural
-        point (``Trigger.boundary``); None when it does not fire."""
-        due = self._due(messages, trigger, keep_last, expected_output)
-        if due is None:
-            return None
-        conversation, boundary = due
-        return self.compact(conversation, summarizer, ledger=ledger, compaction=compaction,
-                            tail_start=boundary)
-
-    def _due(self, messages: Any, trigger: Trigger, keep_last: int | None,
-             expected_output: int | None) -> tuple[Conversation, int] | None:
+        point (``Trigger.boundary``); None when it does not fire, or when it fires but no
+        compaction is worth doing (``compaction_due`` tells the two apart)."""
         conversation = self.conversation(messages)
-        if not trigger.fires(live_tokens(conversation.turns), expected_output):
+        due = self._due(conversation, trigger, ledger, keep_last, expected_output)
+        if not due.due:
             return None
+        return self.compact(conversation, summarizer, ledger=ledger, compaction=compaction,
+                            tail_start=due.boundary, must_shrink=True)
+
+    def compaction_due(self, messages: Any, trigger: Trigger, *, ledger: Ledger | None = None,
+                       keep_last: int | None = None,
+                       expected_output: int | None = None) -> Decision:
+        """What ``maybe_compact`` would decide on ``messages`` with this ``ledger``, without
+        compacting: whether the trigger fires, and then the tail's first turn, or why the
+        compaction is skipped (``Decision.skipped``). Skipped: the span holds too little fresh
+        material for the compaction to bring the context back under the watermark with the
+        trigger's headroom, counting what the summary and ledger will take (as much as the
+        earlier ones in the span, or as the last attempt on this ledger that failed closed
+        because it would not shrink the context). ``maybe_compact`` and ``compact_if_due`` skip
+        it at every call until new turns bring enough; a harness that sees it at every call has
+        a verbatim tail too large for the window, and should keep fewer turns."""
+        return self._due(self.conversation(messages), trigger, ledger, keep_last,
+                         expected_output)
+
+    def _due(self, conversation: Conversation, trigger: Trigger, ledger: Ledger | None,
+             keep_last: int | None, expected_output: int | None) -> Decision:
         span = choose_span(conversation.turns, self.keep_last if keep_last is None
                            else keep_last, self.keep_tokens)
-        return conversation, trigger.boundary(conversation.turns, span)
+        with self._numbers_lock:
+            cost = self._costs.get(ledger.nonce, 0) if ledger is not None else 0
+        return trigger.assess(conversation.turns, span, is_own_message, expected_output,
+                              cost=cost)
 
     def _summarizer(self, summarizer: Any) -> Any:
         summarizer = summarizer or self.summarizer
@@ -808,6 +856,17 @@ def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
                         f"serialized (nested too deep or circular); the conversation is kept "
                         f"as it was")
     return None
+
+
+def _composed_tokens(plan: _Plan, summary: str, block: str, keep: set[int]) -> int:
+    """The tokens of the conversation once ``summary`` and ``block`` replace the span (turns
+    in ``keep`` stay), counted as the live context is: turn by turn."""
+    conversation, span = plan.conversation, plan.span
+    fmt = FORMATS[conversation.format]
+    own = fmt.to_turns(fmt.summary_messages(summary, block))
+    kept = with_tool_pairs(conversation.turns, keep, span)
+    return sum(plan.turn_tokens) - plan.span_tokens + live_tokens(own) + \
+        sum(plan.turn_tokens[i] for i in kept)
 
 
 def _first_turn(plan: _Plan) -> int:

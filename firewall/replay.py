@@ -3,17 +3,21 @@
 Each recorded message is appended to a **live context** that starts as the recording's first
 message. Whenever the trigger fires (``reactive``: the live context, the new message included,
 crosses the watermark; ``preemptive``: before an assistant message, the live context plus the
-expected output would cross it), the live context is compacted by ``Firewall.compact_if_due``,
-the very call a harness makes, with the conversation's cumulative ledger, so that a later
-compaction re-compacts the previous summary and ledger. The following recorded messages are
-appended to the *compacted* context.
+expected output would cross it), the live context is compacted as ``Firewall.compact_if_due``
+does for a harness (its two steps, ``compaction_due`` then ``compact``), with the
+conversation's cumulative ledger, so that a later compaction re-compacts the previous summary
+and ledger. The following recorded messages are appended to the *compacted* context. When the
+trigger fires but no compaction is worth doing (too little fresh material), nothing is recorded
+but the count of such skips (``skipped``); a compaction that failed closed is recorded, the
+context unchanged.
 
 After each compaction the composed context (summary + ledger + kept turns) is measured against
 the rest of the recording with ``firewall eval``'s gold (``evaluate.gold_set``): the strict gold
 (``gold``, ``lost``, ``recall_*``) and its ID-like part (``*_id_like``), in the composed context
 and in the ledger alone. ``k`` is the index, in the recording, of the last message the
-compaction covered. What is written follows ``replaylog``; a sensitive literal is written
-``[sensitive]``, in every output.
+compaction covered (failed closed: would have covered); it never goes back, since a span opens
+on the earlier summary, which stands for every message up to the earlier ``k``. What is written
+follows ``replaylog``; a sensitive literal is written ``[sensitive]``, in every output.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from .formats import parse_messages
 from .ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
 from .tokens import count_tokens
-from .trigger import TRIGGER_POLICIES, WATERMARK, Trigger
+from .trigger import SKIPPED, TRIGGER_POLICIES, WATERMARK, Trigger
 from .turns import Conversation, Turn, turn_text
 
 SENSITIVE = "[sensitive]"
@@ -63,11 +67,13 @@ def redact(value: Any, secrets: Iterable[str]) -> Any:
 @dataclass
 class _Live:
     """The composed context of one replay: its turns, and for each the index in the recording
-    of the message it is (None for the firewall's summary and ledger messages)."""
+    of the message it is (None for the firewall's summary and ledger messages); ``covered``:
+    the last recorded message an earlier compaction covered, which its summary stands for."""
 
     turns: list[Turn] = field(default_factory=list)
     origin: list[int | None] = field(default_factory=list)
     tokens: int = 0
+    covered: int = -1
 
     def append(self, turn: Turn, index: int) -> None:
         self.turns.append(turn)
@@ -108,14 +114,18 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
     def compact(at: int) -> None:
         number = len(out.compactions) + 1
         before = live.tokens
-        result = firewall.compact_if_due(
-            Conversation(live.turns, conversation.id, conversation.format), trigger,
-            ledger=ledger, summarizer=summarizer, keep_last=keep_last, compaction=number)
-        if result is None or (not result.compacted and result.record.turns_compacted == 0):
-            return  # nothing to compact: the tail alone is over the watermark
+        context = Conversation(live.turns, conversation.id, conversation.format)
+        # compact_if_due's two steps, so that a skip is counted and the span's end is known
+        due = firewall.compaction_due(context, trigger, ledger=ledger, keep_last=keep_last)
+        if not due.due:  # the trigger fired (the caller checked), but too little is fresh
+            out.skipped += 1
+            return
+        result = firewall.compact(context, summarizer, ledger=ledger, compaction=number,
+                                  tail_start=due.boundary, must_shrink=True)
         scan_until(at)
         compaction = _measure(conversation, live, result, ledger, at=at, number=number,
-                              trigger=trigger, before=before, secrets=secrets, rules=rules)
+                              boundary=due.boundary, trigger=trigger, before=before,
+                              secrets=secrets, rules=rules)
         out.compactions.append(compaction)
         if contexts is not None:
             contexts(redact({"id": conversation.id, "compaction": number, "k": compaction.k,
@@ -153,9 +163,10 @@ def _count_rereads(conversation: Conversation, compactions: list[ReplayCompactio
 
 
 def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,
-             number: int, trigger: Trigger, before: int, secrets: set[str],
+             number: int, boundary: int, trigger: Trigger, before: int, secrets: set[str],
              rules: dict[str, str]) -> ReplayCompaction:
-    """Replace the live context by the compacted one and measure the compaction."""
+    """Replace the live context by the compacted one and measure the compaction, whose span
+    ended before the live context's turn ``boundary``."""
     old_turns, old_origin = live.turns, live.origin
     if result.compacted:
         by_raw = {id(t.raw): o for t, o in zip(old_turns, old_origin) if t.raw is not None}
@@ -170,10 +181,13 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
                    if t.raw is not None and id(t.raw) not in kept]
         live.turns, live.origin = turns, origin
         live.tokens = sum(turn_tokens(t) for t in turns)
-    else:  # failed closed: the context stays as it was
+        covered = [o for _, o in dropped if o is not None]
+    else:  # failed closed: the context stays as it was; measured over the span it would cover
         dropped = []
-    covered = [o for _, o in dropped if o is not None]
-    k = max(covered) if covered else max(o for o in old_origin if o is not None)
+        covered = [o for o in old_origin[:boundary] if o is not None]
+    # k: the span's last recorded message; the span opens on the earlier summary, which stands
+    # for every message up to the earlier k, so k never goes back
+    k = live.covered = max([live.covered, *covered])
     span_tokens = sum(turn_tokens(t) for t, _ in dropped)
 
     block = ledger.render()
@@ -194,7 +208,8 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     attempts = len(result.attempts)
     return ReplayCompaction(
         compaction=number, k=k, at_message=at, trigger=trigger.policy, tokens_before=before,
-        tokens_after=live.tokens, span_tokens=span_tokens, ledger_tokens=count_tokens(block),
+        tokens_after=live.tokens, span_tokens=span_tokens,
+        ledger_tokens=count_tokens(block) if result.compacted else 0,  # failed: none injected
         compacted=result.compacted, attempts=attempts, reasks=max(0, attempts - 1),
         pinned=len(ledger), in_summary=sum(o.in_summary and o.in_ledger
                                            for o in result.record.literals),
@@ -227,6 +242,7 @@ class Totals:
     conversations: int = 0
     compactions: int = 0
     failed: int = 0
+    skipped: int = 0  # the trigger fired, but too little was fresh: no compaction
     reasks: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
@@ -243,6 +259,7 @@ class Totals:
 
     def add(self, replay: ReplayConversation) -> None:
         self.conversations += 1
+        self.skipped += replay.skipped
         for c in replay.compactions:
             self.compactions += 1
             self.failed += not c.compacted
@@ -297,6 +314,7 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"\n{t.conversations} conversation(s), {t.compactions} compaction(s)"
         f" ({t.failed} failed closed), {t.reasks} re-ask(s); window {trigger.window:,} tokens,"
         f" watermark {trigger.watermark:g} ({trigger.threshold:,} tokens), {trigger.policy}",
+        f"compactions skipped ({SKIPPED}): {t.skipped}",
         f"live tokens before -> after compaction: {t.tokens_before:,} -> {t.tokens_after:,}",
         f"composed-context ID-like recall {_pct(_share(t.kept_id_like, t.gold_id_like))} % of "
         f"{t.gold_id_like} gold; worst compaction {_pct(t.min_recall_id_like)} %; "
@@ -390,6 +408,9 @@ The table: one row per conversation, written as it is replayed, then the totals.
                         messages), over the conversation and at its worst compaction
   ctx str               recall of the strict gold (eval's strict) in the composed context
   ledger, share         ledger tokens, and their share (%) of the compacted spans' tokens
+The totals also count the compactions skipped: the trigger fired, but the span held too little
+fresh material for a compaction to bring the context back under the watermark (the kept tail,
+with the earlier summary and ledger, is near it: keep fewer messages).
 --json prints one line per conversation instead (firewall.replaylog.ReplayConversation; a
 secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a usage error."""
 

@@ -70,3 +70,6 @@ class ReplayConversation(_Strict):
     live_tokens: list[int] = Field(
         description="live context tokens after each recorded message was appended")
     compactions: list[ReplayCompaction] = Field(default_factory=list)
+    # optional: lines written before it was added validate
+    skipped: int = Field(0, description="times the trigger fired but no compaction was due: "
+                                        "too little fresh material (firewall.trigger.Decision)")

@@ -11,8 +11,9 @@ from firewall.formats import parse_messages
 from firewall.guard import Firewall
 from firewall.replay import SENSITIVE, redact, replay_conversation
 from firewall.replaylog import ReplayConversation
+from firewall.errors import SummarizerError
 from firewall.summarizers.scripted import ScriptedSummarizer
-from firewall.trigger import Trigger, live_tokens
+from firewall.trigger import SKIPPED, Trigger, live_tokens
 
 AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
 PADDING = " ".join(f"line {i} of the build log: compiling module number {i}." for i in range(40))
@@ -103,10 +104,91 @@ def test_under_the_watermark_nothing_is_compacted(fw):
     assert replay.compactions == [] and replay.live_tokens == sorted(replay.live_tokens)
 
 
+def test_a_tail_near_the_watermark_does_not_make_the_replay_thrash(fw):
+    """With a window this small the kept tail plus the summary and ledger sit near the
+    watermark: the replay used to compact at nearly every message, growing the context as
+    often as not, with k going back and forth. Now it compacts only when enough is fresh,
+    counts the skips, never grows the context, and k never goes back."""
+    messages = session(rounds=8)
+    conv = parse_messages(messages, id="tight")
+    contexts = []
+    replay = replay_conversation(conv, firewall=fw, trigger=Trigger(
+        window=window_for(messages, 0.2)), keep_last=2, contexts=contexts.append)
+    cs = replay.compactions
+    ks = [c.k for c in cs]
+    assert cs and ks == sorted(ks) and [line["k"] for line in contexts] == ks
+    for c, line in zip(cs, contexts):
+        assert c.tokens_after < c.tokens_before if c.compacted else \
+            c.tokens_after == c.tokens_before
+        assert live_tokens(parse_messages(line["context"]).turns) <= c.tokens_before
+    assert all(b.at_message - a.at_message > 1 for a, b in zip(cs, cs[1:]))
+    assert replay.skipped > 0  # the trigger fired at those messages: said, not hidden
+
+
+def test_the_command_counts_the_skipped_compactions(fw, tmp_path, capsys):
+    messages = session(rounds=8)
+    data = tmp_path / "tight.json"
+    data.write_text(json.dumps({"id": "tight", "messages": messages}), encoding="utf-8")
+    window = window_for(messages, 0.2)
+    replay = replay_conversation(parse_messages(messages, id="tight"), firewall=fw,
+                                 trigger=Trigger(window=window), keep_last=2)
+    assert main(["replay", str(data), "--window", str(window), "--keep-last", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"compactions skipped ({SKIPPED}): {replay.skipped}\n" in out and replay.skipped
+
+
+def short_session(rounds: int):
+    """The session's shape with short tool results: a small window's first span is shorter
+    than a summary of a few hundred tokens."""
+    messages = [{"role": "system", "content": "You fix bugs in the repository."},
+                {"role": "user", "content": f"Fix the tickets TCK-1000 to TCK-{1000 + rounds}."}]
+    for r in range(rounds):
+        ticket, path = f"TCK-{1000 + r}", f"src/pkg/module_{r}.py"
+        messages += [
+            {"role": "assistant", "content": f"Looking at {ticket}.",
+             "tool_calls": [{"id": f"c{r}", "name": "lookup", "arguments": {"ticket": ticket}}]},
+            {"role": "tool", "tool_call_id": f"c{r}", "name": "lookup",
+             "content": f"{ticket} is about {path}, line {40 + r}: the parser drops the last "
+                        f"token of a quoted string."},
+            {"role": "assistant", "content": f"{ticket} needs a change in {path}."}]
+    return messages
+
+
+def test_a_summary_longer_than_its_span_is_not_applied_nor_asked_for_at_every_message(fw):
+    """The first compaction's summary (and ledger) would be larger than its span: it fails
+    closed, the context as it was; the following messages do not ask the summarizer again
+    until a span could hold what it cost (never, in a window this small): skipped instead."""
+    long_summary = "Tickets from TCK-1000. " + " ".join(
+        f"Note {i}: the parser was looked at." for i in range(25))
+    summarizer = ScriptedSummarizer([long_summary])
+    replay = replay_conversation(parse_messages(short_session(10), id="short"), firewall=fw,
+                                 trigger=Trigger(window=400), keep_last=2, summarizer=summarizer)
+    assert all(c.tokens_after <= c.tokens_before for c in replay.compactions)
+    assert [c.compacted for c in replay.compactions] == [False]
+    assert [r.attempt for r in summarizer.calls] == list(range(1, len(summarizer.calls) + 1))
+    assert replay.skipped > 0
+
+
+def test_a_failed_compaction_is_recorded_and_k_stays_in_order():
+    """A summarizer that always fails: each compaction fails closed (recorded as such, the
+    context unchanged), and k follows the span it would have covered, never going back."""
+    conv = conversation(rounds=8)
+    fw = Firewall(None, keep_last=2, max_retries=0)
+    replay = replay_conversation(conv, firewall=fw, trigger=Trigger(
+        window=window_for(session(rounds=8), 0.3)), keep_last=2,
+        summarizer=ScriptedSummarizer([SummarizerError("offline")]))
+    cs = replay.compactions
+    assert cs and not any(c.compacted for c in cs)
+    assert all(c.tokens_after == c.tokens_before and c.ledger_tokens == 0 for c in cs)
+    ks = [c.k for c in cs]
+    assert ks == sorted(ks) and all(c.k < c.at_message for c in cs)
+
+
 def test_preemptive_compacts_before_the_assistant_message_that_would_cross(fw):
     conv = conversation()
     window = window_for(session(), 0.4)
-    expected = int(window * 0.8) // 2
+    # a third of the threshold: with half, the kept tail plus the output alone cross it again
+    expected = int(window * 0.8) // 3
     trigger = Trigger(window=window, policy="preemptive", expected_output=expected)
     contexts = []
     replay = replay_conversation(conv, firewall=fw, trigger=trigger, keep_last=2,

@@ -12,11 +12,16 @@ from firewall.formats import parse_messages
 from firewall.guard import Firewall
 from firewall.ledger import Ledger, find_blocks
 from firewall.packs import load_packs
-from firewall.trigger import Trigger, exchange_ends_before, live_tokens
+from firewall.summarizers.scripted import ScriptedSummarizer
+from firewall.trigger import SKIPPED, Trigger, exchange_ends_before, live_tokens
 
 PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
 SYSTEM = "You are a billing agent. Cite invoice numbers exactly."
 INVOICE, REFUND, LATER = "INV-2025-08-44719", "INV-2025-08-44718", "INV-2025-09-10001"
+# what a tool result carries beside its fields: a span of such results is worth compacting (its
+# summary and ledger are smaller than it), so the triggers compact them
+LOG = " ".join(f"event {i}: the billing worker processed batch {i} without errors."
+               for i in range(30))
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +41,15 @@ def native():
             {"id": "c1", "name": "get_invoice", "arguments": {"invoice_id": INVOICE}},
             {"id": "c2", "name": "get_invoice", "arguments": {"invoice_id": REFUND}}]},
         {"role": "tool", "tool_call_id": "c1", "name": "get_invoice",
-         "content": json.dumps({"invoice_id": INVOICE, "amount": "$40.00"})},
+         "content": json.dumps({"invoice_id": INVOICE, "amount": "$40.00", "log": LOG})},
         {"role": "tool", "tool_call_id": "c2", "name": "get_invoice",
-         "content": json.dumps({"invoice_id": REFUND, "refund_of": INVOICE})},
+         "content": json.dumps({"invoice_id": REFUND, "refund_of": INVOICE, "log": LOG})},
         {"role": "assistant", "content": f"{REFUND} refunds the first charge."},
         {"role": "user", "content": f"And the order behind {LATER}?"},
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c3", "name": "get_order", "arguments": {"order_id": "#W7387996"}}]},
         {"role": "tool", "tool_call_id": "c3", "name": "get_order",
-         "content": json.dumps({"order_id": "#W7387996", "status": "delivered"})},
+         "content": json.dumps({"order_id": "#W7387996", "status": "delivered", "log": LOG})},
         {"role": "assistant", "content": "Order #W7387996 was delivered."},
     ]
 
@@ -153,7 +158,7 @@ def test_over_the_watermark_the_context_is_compacted_after_a_byte_identical_syst
     first = 1 if fmt != "anthropic" else 0  # summary and ledger come right after the system
     assert turns[first].text.startswith("Summary of the earlier conversation")
     assert any(find_blocks(t.text, ledger.nonce, ledger.key) for t in turns[first:first + 2])
-    assert INVOICE in ledger.values()  # (a span this small is shorter than its summary)
+    assert INVOICE in ledger.values() and tokens(out) < tokens(messages)
 
 
 def test_watermark_is_a_share_of_the_window():
@@ -216,11 +221,11 @@ def test_a_harness_loop_recompacts_on_the_cumulative_ledger(fw):
     ledger = Ledger.new("session")
     history = native()[:6]
     trigger = over(history)
-    history = fw.maybe_compact(history, trigger, ledger=ledger)
+    history = fw.maybe_compact(history, trigger, ledger=ledger, keep_last=1)  # the answer
     first = set(ledger.values())
     assert INVOICE in first
     history = history + native()[6:]
-    history = fw.maybe_compact(history, over(history, nudge=0), ledger=ledger)
+    history = fw.maybe_compact(history, over(history, nudge=0), ledger=ledger, keep_last=1)
     assert first <= set(ledger.values()) and LATER in ledger.values()
     summaries = [t.text for t in parse_messages(history).turns
                  if t.text.startswith("Summary of the earlier conversation")]
@@ -239,10 +244,115 @@ def test_async_maybe_compact_matches_sync(fw):
     assert asyncio.run(fw.amaybe_compact(messages, Trigger(window=10**6))) is messages
 
 
+# ── re-compaction thrash ───────────────────────────────────────────────────────────────────
+
+def audit_rounds(n: int):
+    """A session that looks up one invoice after another; each result is long, so that two
+    rounds (call and result) are most of a small window."""
+    messages = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Audit the invoices from {INVOICE} on."}]
+    for r in range(n):
+        invoice = f"INV-2025-08-{44719 + r}"
+        messages += [
+            {"role": "assistant", "content": f"Checking {invoice}.", "tool_calls": [
+                {"id": f"r{r}", "name": "get_invoice", "arguments": {"invoice_id": invoice}}]},
+            {"role": "tool", "tool_call_id": f"r{r}", "name": "get_invoice",
+             "content": json.dumps({"invoice_id": invoice, "log": LOG})}]
+    return messages
+
+
+def harness(fw, messages, trigger, *, keep_last, summarizer=None):
+    """Append ``messages`` one at a time and call ``maybe_compact`` before each model call, as
+    a harness does; per call: (compacted, tokens before, tokens after, the call's Due)."""
+    ledger, history, calls = Ledger.new("loop"), [], []
+    for message in messages:
+        history = history + [message]
+        due = fw.compaction_due(history, trigger, ledger=ledger, keep_last=keep_last)
+        out = fw.maybe_compact(history, trigger, ledger=ledger, keep_last=keep_last,
+                               summarizer=summarizer)
+        calls.append((out is not history, tokens(history), tokens(out), due))
+        history = out
+    return calls
+
+
+def test_a_compaction_is_skipped_while_the_span_holds_too_little_fresh_material(fw):
+    """Once the tail plus the summary and ledger sit near the watermark, compacting again only
+    re-summarizes the summary: the trigger used to compact at every following call, and grew
+    the context. Now a compaction waits for fresh material, and always shrinks the context."""
+    trigger = Trigger(window=1_500)
+    calls = harness(fw, audit_rounds(10), trigger, keep_last=2)
+    compacted = [i for i, (done, *_) in enumerate(calls) if done]
+    assert len(compacted) >= 2  # it does compact, and re-compact
+    assert all(after < before for done, before, after, _ in calls if done)
+    assert all(b - a > 1 for a, b in zip(compacted, compacted[1:]))  # never at every call
+    skipped = [due for done, before, _, due in calls if before > trigger.threshold and not done]
+    assert skipped and all(due.fires and not due.due and due.skipped.startswith(SKIPPED)
+                           for due in skipped)
+    assert all(due.due for done, *_, due in calls if done)
+
+
+def test_a_tail_over_the_watermark_alone_is_not_compacted_again_and_again(fw):
+    """Two long results kept verbatim are over the watermark by themselves: no compaction can
+    help, so none is made, at any call; the messages come back untouched, the same object."""
+    messages = audit_rounds(6)
+    trigger = Trigger(window=1_200)
+    ledger = Ledger.new("tail")
+    over_at = []
+    for n in range(1, len(messages) + 1):
+        history = messages[:n]
+        if not trigger.fires(tokens(history)):
+            continue
+        over_at.append(n)
+        assert fw.maybe_compact(history, trigger, ledger=ledger, keep_last=4) is history
+        assert fw.compact_if_due(history, trigger, ledger=ledger, keep_last=4) is None
+        due = fw.compaction_due(history, trigger, ledger=ledger, keep_last=4)
+        assert due.fires and due.boundary is None and SKIPPED in due.skipped
+    assert len(over_at) >= 4
+    assert fw.compaction_due(messages, trigger, keep_last=4).fresh_tokens > 0  # just too few
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_compaction_that_would_grow_the_context_fails_closed_once(fw, fmt):
+    """A summary longer than the span it replaces: the trigger's compaction keeps the text
+    (said in the result), and the next calls wait for a span larger than what it cost instead
+    of asking the summarizer again at every call."""
+    if fmt == "openai":
+        messages = [{"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": f"Why was {INVOICE} charged twice?"},
+                    {"role": "assistant", "content": f"{REFUND} refunds the first charge."},
+                    {"role": "user", "content": "Thanks."}]
+    else:
+        messages = [
+            {"role": "user", "content": [{"type": "text", "text": f"Why was {INVOICE} charged?"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1",
+                                               "name": "get_invoice",
+                                               "input": {"invoice_id": INVOICE}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                          "content": f"refunded by {REFUND}"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"{REFUND} refunds it."}]}]
+    assert parse_messages(messages).format == fmt
+    long_summary = f"{INVOICE} and {REFUND}. " + LOG
+    summarizer = ScriptedSummarizer([long_summary])
+    ledger = Ledger.new("grow")
+    trigger = over(messages)
+    result = fw.compact_if_due(messages, trigger, ledger=ledger, summarizer=summarizer,
+                               keep_last=1)
+    assert result is not None and not result.compacted
+    assert result.messages == messages and "not fewer than" in result.record.error
+    assert fw.maybe_compact(messages, trigger, ledger=ledger, summarizer=summarizer,
+                            keep_last=1) is messages
+    assert len(summarizer.calls) == 1  # the second call was skipped, not attempted
+    due = fw.compaction_due(messages, trigger, ledger=ledger, keep_last=1)
+    assert due.skipped.startswith(SKIPPED)
+    # a plain compact() is what the caller asked for, as before
+    assert fw.compact(messages, ScriptedSummarizer([long_summary]), keep_last=1).compacted
+
+
 @pytest.mark.parametrize("kwargs", [{"window": 0}, {"window": 100, "watermark": 0},
                                     {"window": 100, "watermark": 1.5},
                                     {"window": 100, "policy": "eager"},
-                                    {"window": 100, "expected_output": -1}])
+                                    {"window": 100, "expected_output": -1},
+                                    {"window": 100, "headroom": 1.0}])
 def test_a_bad_trigger_is_refused_with_what_is_wrong(kwargs):
     with pytest.raises(FirewallError, match="trigger"):
         Trigger(**kwargs)
