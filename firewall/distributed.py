@@ -1,6 +1,6 @@
 """Batch commands over many conversations: in this process, or spread over a Dask cluster.
 
-A batch command (``eval``, ``rules suggest``, ``scan``) is a *task* mapped over the
+A batch command (``eval``, ``replay``, ``rules suggest``, ``scan``) is a *task* mapped over the
 conversations of its input files, then a reduction that the command runs on the results, **in
 input order**, in this process. A task is a picklable object with two methods:
 

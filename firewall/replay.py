@@ -331,34 +331,61 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
 
 # ── the command ──────────────────────────────────────────────────────────────────────────────
 
+@dataclass(frozen=True)
+class ReplayTask:
+    """One recorded conversation replayed, with its ``--contexts`` records: the map of
+    ``replay`` (``distributed`` runs it on Dask workers). ``setup`` builds the ``Firewall`` and
+    the summarizer (from ``summarizer``, the options naming it) once per process, so a vendor
+    client is never pickled; a worker needs the vendor's key in its own environment."""
+
+    packs: Any
+    budget: Any
+    keep_last: int
+    trigger: Trigger
+    summarizer: argparse.Namespace  # summarizer, model, base_url: see summarizer_from_args
+    contexts: bool
+
+    def setup(self) -> tuple[Any, Any]:
+        from .guard import Firewall
+        from .options import summarizer_from_args
+
+        return (Firewall(self.packs, budget_tokens=self.budget, keep_last=self.keep_last),
+                summarizer_from_args(self.summarizer))
+
+    def __call__(self, state: tuple[Any, Any], path: str, conversation: Conversation
+                 ) -> tuple[ReplayConversation, list[dict[str, Any]]]:
+        from .evaluate import source_of
+
+        firewall, summarizer = state
+        records: list[dict[str, Any]] = []
+        replay = replay_conversation(
+            conversation, firewall=firewall, trigger=self.trigger, summarizer=summarizer,
+            keep_last=self.keep_last, source=source_of(path),
+            contexts=records.append if self.contexts else None)
+        return replay, records
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from .audit import escape_surrogates
-    from .evaluate import source_of
-    from .guard import Firewall
-    from .inputs import ConversationFiles
-    from .options import packs_from_args, summarizer_from_args
+    from .distributed import open_mapper
+    from .options import packs_from_args
 
     trigger = Trigger(window=args.window, watermark=args.watermark, policy=args.trigger,
                       expected_output=args.max_tokens)
-    firewall = Firewall(packs_from_args(args), budget_tokens=args.budget,
-                        keep_last=args.keep_last)
-    summarizer = summarizer_from_args(args)
+    summarizer = argparse.Namespace(summarizer=args.summarizer, model=args.model,
+                                    base_url=args.base_url)
+    task = ReplayTask(packs_from_args(args), args.budget, args.keep_last, trigger, summarizer,
+                      contexts=bool(args.contexts))
     out: IO[str] | None = open(args.contexts, "w", encoding="utf-8") if args.contexts else None
     totals = Totals()
-
-    def write_context(record: dict[str, Any]) -> None:
-        if out is not None:  # a lone surrogate of the input as its JSON escape: no crash
-            out.write(escape_surrogates(json.dumps(record, ensure_ascii=False)) + "\n")
-
     try:
-        with ConversationFiles(args.files, fail_fast=args.fail_fast, label="replay") as files:
+        with open_mapper(args.dask, args.dask_partition) as mapper, \
+                mapper.files(args.files, fail_fast=args.fail_fast, label="replay") as files:
             if not args.json:
                 files.out(HEADER)
-            for path, conversation in files:
-                replay = replay_conversation(
-                    conversation, firewall=firewall, trigger=trigger, summarizer=summarizer,
-                    keep_last=args.keep_last, source=source_of(path),
-                    contexts=write_context if out is not None else None)
+            for _, (replay, records) in mapper.map(task, files):
+                for record in records:  # a lone surrogate of the input as its JSON escape
+                    out.write(escape_surrogates(json.dumps(record, ensure_ascii=False)) + "\n")
                 totals.add(replay)
                 files.out(replay.model_dump_json() if args.json else table_row(replay))
             bad = files.report()
@@ -417,8 +444,9 @@ secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a
 
 def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall replay`` on the CLI's subparsers."""
-    from .options import (add_fail_fast_option, add_keep_last_option, add_rules_option,
-                          add_summarizer_options, add_tokens_option, non_negative)
+    from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
+                          add_rules_option, add_summarizer_options, add_tokens_option,
+                          non_negative)
 
     parser = subparsers.add_parser(
         "replay", help="replay recorded conversations as a harness would, compacting at a "
@@ -455,5 +483,6 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
                              "ledger_tokens, span_tokens (secrets written [sensitive])")
     add_fail_fast_option(parser)
     add_tokens_option(parser, "estimate")
+    add_dask_option(parser)
     parser.set_defaults(func=cmd_replay)
     return parser

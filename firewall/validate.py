@@ -55,7 +55,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal as TypingLiteral

@@ -98,6 +98,19 @@ def test_scan_output_is_identical(capsys, cluster, inputs, mode):
     assert spread == single and "#W2378156" in single[1]
 
 
+def test_replay_tables_json_and_contexts_are_identical(capsys, cluster, inputs, tmp_path):
+    one, dask = tmp_path / "one.jsonl", tmp_path / "dask.jsonl"
+    args = ("replay", *inputs, "--window", "300", "--keep-last", "2")
+    single = run(capsys, *args, "--contexts", str(one))
+    spread = run(capsys, *args, "--contexts", str(dask), "--dask", cluster,
+                 "--dask-partition", PARTITION)
+    assert spread == single and single[0] == 1  # the bad line, reported once
+    assert one.read_bytes() == dask.read_bytes()
+    assert len(one.read_text("utf-8").splitlines()) >= 3  # several compactions compared
+    single, spread = both(capsys, cluster, *args, "--json")
+    assert spread == single and '"compactions":[{' in single[1]
+
+
 def test_a_relative_path_is_read_and_named_as_written(capsys, cluster, inputs, monkeypatch):
     # the workers keep the folder they started in: they must open the file by its full path
     monkeypatch.chdir(Path(inputs[0]).parent)
