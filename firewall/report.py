@@ -68,6 +68,7 @@ class ConversationView:
     watermark: float | None
     live_tokens: list[int] | None  # None: the input holds no per-message series
     compactions: list[CompactionView]
+    skipped: int = 0  # times the trigger fired with too little fresh material to compact
 
 
 # ── inputs ──────────────────────────────────────────────────────────────────────────────────
@@ -100,7 +101,7 @@ def read_replay(path: str | Path) -> Iterator[ConversationView]:
                     c.span_tokens, c.ledger_tokens, c.compacted, c.pinned, c.in_summary,
                     c.evicted, c.lost, c.gold, c.recall_context, c.recall_ledger, c.rereads,
                     [Loss(g.value, g.rule, g.uses_after) for g in c.losses])
-                    for c in conv.compactions])
+                    for c in conv.compactions], conv.skipped)
 
 
 _LOST = ("missing", "mutated_unrepaired")
@@ -382,7 +383,9 @@ def _summary_table(views: Sequence[ConversationView], anchors: dict[int, str]) -
         klass = "" if recall is None else ' class="bad"' if recall < 0.97 else ' class="ok"'
         rows.append(
             f'<tr><td><a href="#{anchors[i]}">{esc(v.id)}</a></td>'
-            f'<td>{"–" if v.messages is None else v.messages}</td><td>{len(v.compactions)}</td>'
+            f'<td>{"–" if v.messages is None else v.messages}</td><td>{len(v.compactions)}'
+            + (f' <span title="the trigger fired, but the span held too little fresh material '
+               f'to compact">(+{v.skipped} skipped)</span>' if v.skipped else '') + '</td>'
             f'<td>{"–" if peak is None else f"{peak:,}"}</td>'
             f'<td{klass}>{_pct(recall)}</td><td>{s["lost"]}</td>'
             f'<td>{"–" if s["rereads"] is None else s["rereads"]}</td>'

@@ -54,6 +54,15 @@ def test_a_sensitive_value_a_replay_left_in_clear_is_masked(tmp_path):
     assert AWS_ID not in page and "[sensitive]" in page
 
 
+def test_the_firings_a_replay_skipped_are_counted_beside_its_compactions(tmp_path):
+    conv = json.loads(REPLAY.read_text().splitlines()[0])
+    conv["skipped"] = 7
+    path = tmp_path / "replay.jsonl"
+    path.write_text(json.dumps(conv) + "\n")
+    assert "(+7 skipped)" in render(list(read_replay(path)), source="r")
+    assert "skipped)" not in render(list(read_replay(REPLAY)), source="r")
+
+
 def test_a_bad_replay_line_is_named(tmp_path):
     path = tmp_path / "replay.jsonl"
     path.write_text(REPLAY.read_text().splitlines()[0] + "\n" + '{"id": "x"}\n')
