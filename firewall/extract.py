@@ -161,7 +161,7 @@ class Extractor:
 
     def _rules(self, role: str, secrets_only: bool = False) -> _RoleRules:
         """The rules of a role, or only its sensitive ones (all that an object key is scanned
-        with; their prefilter is built the first time a key is scanned)."""
+        with; picked the first time a key is scanned)."""
         if not secrets_only:
             return self._by_role[role]
         rules = self._secrets_by_role.get(role)
@@ -433,7 +433,8 @@ class _RoleRules:
     def __init__(self, rules: list[CompiledRule], regex: list[CompiledRegex],
                  prefilter: Prefilter) -> None:
         self.all = rules
-        # the extractor's regex rules and their shared prefilter; ``among``: this role's
+        # every regex rule of the extractor and their shared prefilter; ``among``: the indices
+        # (into ``regex``) of this role's own
         chosen = {id(r) for r in rules}
         self.regex, self.prefilter = regex, prefilter
         self.among = frozenset(i for i, r in enumerate(regex) if id(r) in chosen)

@@ -254,7 +254,7 @@ class Firewall:
         self.extractor = Extractor(self.packs)
         self._scans = ScanMemo(self.extractor)  # per-conversation scan states (see pin)
         self._numbers: OrderedDict[str, int] = OrderedDict()  # last number given, per conversation
-        self._numbers_lock = threading.Lock()
+        self._memo_lock = threading.Lock()  # _numbers and _costs
         # per ledger (nonce), the tokens a summary and ledger block took when their composition
         # would have grown the context: a trigger waits for a span larger than that (see _due)
         self._costs: OrderedDict[str, int] = OrderedDict()
@@ -484,7 +484,7 @@ class Firewall:
                 number = numbering(conversation_id)
             except AuditError:
                 pass  # the write will report it
-        with self._numbers_lock:
+        with self._memo_lock:
             number = max(number, self._numbers.get(conversation_id, 0) + 1)
             self._numbers[conversation_id] = number
             self._numbers.move_to_end(conversation_id)
@@ -611,7 +611,7 @@ class Firewall:
         shrinks it: ``compaction_due`` expects the next one to cost as much."""
         before = sum(plan.turn_tokens)
         after = _composed_tokens(plan, summary, block, keep)
-        with self._numbers_lock:
+        with self._memo_lock:
             nonce = plan.ledger.nonce
             if after < before:
                 self._costs.pop(nonce, None)
@@ -628,7 +628,7 @@ class Firewall:
         for eviction in plan.pinned.evicted:
             eviction.compaction = number
         plan.compaction = number
-        with self._numbers_lock:
+        with self._memo_lock:
             self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
@@ -766,7 +766,7 @@ class Firewall:
              keep_last: int | None, expected_output: int | None) -> Decision:
         span = choose_span(conversation.turns, self.keep_last if keep_last is None
                            else keep_last, self.keep_tokens)
-        with self._numbers_lock:
+        with self._memo_lock:
             cost = self._costs.get(ledger.nonce, 0) if ledger is not None else 0
         return trigger.assess(conversation.turns, span, is_own_message, expected_output,
                               cost=cost)

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 from .budget import Budget, parse_budget
 from .compose import turn_tokens
-from .evaluate import decoded_values, gold_set, occurs, uses_after
+from .evaluate import decoded_values, gold_set, occurs, source_of, uses_after
 from .formats import parse_messages
 from .ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
@@ -354,8 +354,6 @@ class ReplayTask:
 
     def __call__(self, state: tuple[Any, Any], path: str, conversation: Conversation
                  ) -> tuple[ReplayConversation, list[dict[str, Any]]]:
-        from .evaluate import source_of
-
         firewall, summarizer = state
         records: list[dict[str, Any]] = []
         replay = replay_conversation(
