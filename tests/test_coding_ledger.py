@@ -108,6 +108,13 @@ def test_a_free_text_argument_is_never_pinned_whole_its_names_are():
     assert {"/testbed/astropy/io/fits/fitsrec.py", "FITS_rec", "x.py"} <= set(found)
 
 
+def test_a_short_command_is_pinned_whole_as_agents_re_run_it():
+    turn = Turn("assistant", tool_calls=(ToolCall("bash", {"command": "cat src/core/helpers.py"}),
+                                         ToolCall("bash", {"cmd": "python3 repro.py 2>&1"})))
+    found = [lit.value for lit in Extractor(load_packs()).scan_turn(turn, 1).literals]
+    assert {"cat src/core/helpers.py", "src/core/helpers.py", "python3 repro.py 2>&1"} <= set(found)
+
+
 def test_the_budget_follows_the_span_within_floor_and_cap():
     budget = Budget(share=0.05, floor=600, cap=8000)
     assert [budget.tokens(n) for n in (1_000, 40_000, 1_000_000, None)] == [600, 2000, 8000, 8000]
