@@ -148,6 +148,17 @@ def test_salience_keeps_cheap_used_values_before_long_listing_entries():
     assert ranked[0].value == "rho23_s"
 
 
+def test_salience_ranks_a_value_the_span_kept_showing_above_one_it_showed_once():
+    def entry(value: str, count: int) -> LedgerEntry:
+        return LedgerEntry(value=value, rule="p/name", kind="name", role="tool", first_seen=2,
+                           last_seen=2, count=count)
+
+    once, often = entry("parse_v1", 1), entry("parse_v2", 9)
+    turns = parse_messages([{"role": "user", "content": "go"}]).turns
+    key = contextual_salience(uses([once, often], turns))
+    assert key(often) > key(once)
+
+
 TEMPLATE = ("<instructions>Run `git diff -- path/to/file1 > patch.txt`, then echo "
             "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT.</instructions>")
 TASK = [{"role": "system", "content": "You fix bugs in /testbed."},
