@@ -595,7 +595,7 @@ class Firewall:
         except AuditError as exc:  # the compaction stands; secrets are still never in clear
             key = secrets.token_bytes(32)
             key_error = f"audit key unavailable, this record is hashed with a one-time key: {exc}"
-        record = self._record(plan, attempts, summary, keep, error, block, key)
+        record = self._record(plan, attempts, summary, composed_text, keep, error, block, key)
         result = CompactionResult(messages=messages, ledger=ledger, record=record,
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation,
@@ -632,13 +632,15 @@ class Firewall:
             self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
-                keep: set[int], error: str | None, block: str, key: bytes) -> AuditRecord:
+                composed_text: str | None, keep: set[int], error: str | None, block: str,
+                key: bytes) -> AuditRecord:
         span, turns = plan.span, plan.conversation.turns
         verbatim = "\n".join([turns[i].text for i in sorted(keep)] +
                               [t.text for t in turns[span.end:]])
         before = sum(plan.turn_tokens)
-        after = before if summary is None else (
-            before - plan.span_tokens + count_tokens(summary) + count_tokens(block))
+        # as the live context counts them: the span turns kept verbatim stay in it
+        after = before if composed_text is None else \
+            _composed_tokens(plan, composed_text, block, keep)
         return build_record(
             self, plan.ledger, vendor_path=summarizer_path(plan.summarizer),
             summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,

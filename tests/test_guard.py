@@ -493,6 +493,17 @@ def test_keep_source_keeps_a_tool_result_with_its_call(packs):
     assert _tool_results_follow_their_calls(result.messages)
 
 
+def test_the_audit_counts_the_span_turns_kept_verbatim_in_the_tokens_after(packs):
+    from firewall.formats import parse_messages
+    from firewall.trigger import live_tokens
+
+    fw = Firewall(packs, keep_last=2, required="all", policy="keep_source", max_retries=0)
+    result = fw.compact(conversation(), summarizer=ScriptedSummarizer([f"{INVOICE}; #W77."]))
+    assert result.compacted and len(result.messages) > 4  # the tool pair stayed verbatim
+    after = live_tokens(parse_messages(result.messages).turns)
+    assert result.record.tokens_after == after
+
+
 @pytest.mark.parametrize("role, kept_turns", [("tool", [2, 3]), ("assistant", [2, 3, 4])])
 def test_a_turn_kept_for_a_rule_timeout_keeps_its_tool_pair(role, kept_turns):
     from firewall.extract import Extractor
