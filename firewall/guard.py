@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 import json
 import re
@@ -35,13 +36,14 @@ from .placeholders import Placeholders
 from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
-from .trigger import Decision, Trigger, live_tokens
+from .trigger import BACKING_OFF, Decision, Trigger, live_tokens
 from .turns import Conversation, Turn
 from .validate import Verdict, identifier_shaped, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
 POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
 NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
+BACK_OFF_MAX = 32  # messages a trigger waits for after a run of failed summaries, at most
 # --strict: rules ranked below the default priority (money, amounts, profile words, bare numbers,
 # dates) find context, not keys
 STRICT_MIN_PRIORITY = 50
@@ -254,10 +256,14 @@ class Firewall:
         self.extractor = Extractor(self.packs)
         self._scans = ScanMemo(self.extractor)  # per-conversation scan states (see pin)
         self._numbers: OrderedDict[str, int] = OrderedDict()  # last number given, per conversation
-        self._memo_lock = threading.Lock()  # _numbers and _costs
+        self._memo_lock = threading.Lock()  # _numbers, _costs and _failing
         # per ledger (nonce), the tokens a summary and ledger block took when their composition
         # would have grown the context: a trigger waits for a span larger than that (see _due)
         self._costs: OrderedDict[str, int] = OrderedDict()
+        # per ledger, the trigger's compactions in a row whose summarizer gave nothing usable,
+        # when to try again, and why: a failing vendor is not called before every model call
+        # (see _due)
+        self._failing: OrderedDict[str, _Failing] = OrderedDict()
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
@@ -562,7 +568,11 @@ class Firewall:
                                     + "; ".join(reasons), attempts=attempts)
         if not usable:  # the summarizer failed: leave the conversation as it was
             error = last.error or "; ".join(last.problems)
+            if plan.must_shrink:
+                self._back_off(plan, error)
             return self._result(plan, attempts, None, keep=set(), error=error)
+        with self._memo_lock:
+            self._failing.pop(plan.ledger.nonce, None)  # the summarizer answered
         # fail closed: a turn a rule could not finish, or whose literal is too long to pin
         summary = last.summary
         keep = {plan.index(t.turn) for t in plan.pinned.timeouts} | \
@@ -623,6 +633,18 @@ class Firewall:
         return (f"not compacted: the composed context would be {after:,} tokens, not fewer than "
                 f"the {before:,} it replaces (summary and ledger block cost more than the "
                 f"{plan.span_tokens:,}-token span); kept as it was")
+
+    def _back_off(self, plan: _Plan, error: str) -> None:
+        """The ``n``-th trigger compaction in a row without a usable summary: this ledger's
+        next one waits until the conversation has ``2**n`` more messages (at most
+        ``BACK_OFF_MAX``)."""
+        nonce = plan.ledger.nonce
+        with self._memo_lock:
+            failures = self._failing.pop(nonce, _Failing()).failures + 1
+            wait = min(2 ** failures, BACK_OFF_MAX)
+            self._failing[nonce] = _Failing(failures, len(plan.conversation.turns) + wait, error)
+            if len(self._failing) > NUMBERED_MAX:
+                self._failing.popitem(last=False)
 
     def _renumbered(self, conversation_id: str, plan: _Plan, number: int) -> None:
         for eviction in plan.pinned.evicted:
@@ -712,7 +734,8 @@ class Firewall:
                       expected_output: int | None = None) -> Any:
         """``messages`` itself (the same object, untouched) while the live context stays under
         the trigger's watermark, when no compaction is worth doing (the span holds too little
-        fresh material: ``compaction_due`` says why), or when the compaction failed closed;
+        fresh material, or the summarizer failed just before: ``compaction_due`` says why), or
+        when the compaction failed closed;
         otherwise the compacted messages: the system prompt as it was (the very objects:
         byte-identical, the prompt cache's prefix), then the summary and the ledger block, then
         the verbatim tail. Pass the same ``ledger`` at every call: it is updated in place and
@@ -760,7 +783,10 @@ class Firewall:
         earlier ones in the span, or as the last attempt on this ledger that failed closed
         because it would not shrink the context). ``maybe_compact`` and ``compact_if_due`` skip
         it at every call until new turns bring enough; a harness that sees it at every call has
-        a verbatim tail too large for the window, and should keep fewer turns."""
+        a verbatim tail too large for the window, and should keep fewer turns. Also skipped:
+        after ``n`` of the trigger's compactions in a row got no usable summary from the
+        summarizer, every firing until the conversation has ``2**n`` more messages (at most
+        ``BACK_OFF_MAX``). Asking changes nothing: only compactions move the back-off."""
         return self._due(self.conversation(messages), trigger, ledger, keep_last,
                          expected_output)
 
@@ -768,10 +794,17 @@ class Firewall:
              keep_last: int | None, expected_output: int | None) -> Decision:
         span = choose_span(conversation.turns, self.keep_last if keep_last is None
                            else keep_last, self.keep_tokens)
+        nonce = ledger.nonce if ledger is not None else None
         with self._memo_lock:
-            cost = self._costs.get(ledger.nonce, 0) if ledger is not None else 0
-        return trigger.assess(conversation.turns, span, is_own_message, expected_output,
-                              cost=cost)
+            cost, failing = self._costs.get(nonce, 0), self._failing.get(nonce)
+        decision = trigger.assess(conversation.turns, span, is_own_message, expected_output,
+                                  cost=cost)
+        waiting = failing.retry_at - len(conversation.turns) if failing else 0
+        if not decision.due or waiting <= 0:
+            return decision
+        return dataclasses.replace(decision, boundary=None, skipped=(
+            f"{BACKING_OFF}: no usable summary at the last {failing.failures} compaction(s) "
+            f"({failing.error}); the next try waits for {waiting} more message(s)"))
 
     def _summarizer(self, summarizer: Any) -> Any:
         summarizer = summarizer or self.summarizer
@@ -858,6 +891,13 @@ def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
                         f"serialized (nested too deep or circular); the conversation is kept "
                         f"as it was")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Failing:
+    failures: int = 0  # trigger compactions in a row without a usable summary
+    retry_at: int = 0  # the next is tried once the conversation has this many messages
+    error: str = ""  # the last one's
 
 
 def _composed_tokens(plan: _Plan, summary: str, block: str, keep: set[int]) -> int:

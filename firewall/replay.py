@@ -7,7 +7,8 @@ expected output would cross it), the live context is compacted as ``Firewall.com
 does for a harness (its two steps, ``compaction_due`` then ``compact``), with the
 conversation's cumulative ledger, so that a later compaction re-compacts the previous summary
 and ledger. The following recorded messages are appended to the *compacted* context. When the
-trigger fires but no compaction is worth doing (too little fresh material), nothing is recorded
+trigger fires but no compaction is worth doing (too little fresh material, or a summarizer
+that failed just before), nothing is recorded
 but the count of such skips (``skipped``); a compaction that failed closed is recorded, the
 context unchanged.
 
@@ -36,7 +37,7 @@ from .formats import parse_messages
 from .ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
 from .tokens import count_tokens
-from .trigger import SKIPPED, TRIGGER_POLICIES, WATERMARK, Trigger
+from .trigger import BACKING_OFF, SKIPPED, TRIGGER_POLICIES, WATERMARK, Trigger
 from .turns import Conversation, Turn, turn_text
 
 SENSITIVE = "[sensitive]"
@@ -117,7 +118,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         context = Conversation(live.turns, conversation.id, conversation.format)
         # compact_if_due's two steps, so that a skip is counted and the span's end is known
         due = firewall.compaction_due(context, trigger, ledger=ledger, keep_last=keep_last)
-        if not due.due:  # the trigger fired (the caller checked), but too little is fresh
+        if not due.due:  # the trigger fired (the caller checked); due.skipped says why not
             out.skipped += 1
             return
         result = firewall.compact(context, summarizer, ledger=ledger, compaction=number,
@@ -242,7 +243,7 @@ class Totals:
     conversations: int = 0
     compactions: int = 0
     failed: int = 0
-    skipped: int = 0  # the trigger fired, but too little was fresh: no compaction
+    skipped: int = 0  # the trigger fired, but no compaction was worth trying (Decision.skipped)
     reasks: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
@@ -314,7 +315,7 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"\n{t.conversations} conversation(s), {t.compactions} compaction(s)"
         f" ({t.failed} failed closed), {t.reasks} re-ask(s); window {trigger.window:,} tokens,"
         f" watermark {trigger.watermark:g} ({trigger.threshold:,} tokens), {trigger.policy}",
-        f"compactions skipped ({SKIPPED}): {t.skipped}",
+        f"compactions skipped ({SKIPPED}, or {BACKING_OFF}): {t.skipped}",
         f"live tokens before -> after compaction: {t.tokens_before:,} -> {t.tokens_after:,}",
         f"composed-context ID-like recall {_pct(_share(t.kept_id_like, t.gold_id_like))} % of "
         f"{t.gold_id_like} gold; worst compaction {_pct(t.min_recall_id_like)} %; "
@@ -435,7 +436,9 @@ The table: one row per conversation, written as it is replayed, then the totals.
   ledger, share         ledger tokens, and their share (%) of the compacted spans' tokens
 The totals also count the compactions skipped: the trigger fired, but the span held too little
 fresh material for a compaction to bring the context back under the watermark (the kept tail,
-with the earlier summary and ledger, is near it: keep fewer messages).
+with the earlier summary and ledger, is near it: keep fewer messages), or the summarizer failed
+at the compactions just before (after n failures in a row, the next try waits for 2**n more
+messages).
 --json prints one line per conversation instead (firewall.replaylog.ReplayConversation; a
 secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a usage error."""
 

@@ -68,7 +68,7 @@ class ConversationView:
     watermark: float | None
     live_tokens: list[int] | None  # None: the input holds no per-message series
     compactions: list[CompactionView]
-    skipped: int = 0  # times the trigger fired with too little fresh material to compact
+    skipped: int = 0  # times the trigger fired but no compaction was worth trying
 
 
 # ── inputs ──────────────────────────────────────────────────────────────────────────────────
@@ -384,8 +384,9 @@ def _summary_table(views: Sequence[ConversationView], anchors: dict[int, str]) -
         rows.append(
             f'<tr><td><a href="#{anchors[i]}">{esc(v.id)}</a></td>'
             f'<td>{"–" if v.messages is None else v.messages}</td><td>{len(v.compactions)}'
-            + (f' <span title="the trigger fired, but the span held too little fresh material '
-               f'to compact">(+{v.skipped} skipped)</span>' if v.skipped else '') + '</td>'
+            + (f' <span title="the trigger fired, but no compaction was worth trying: too '
+               f'little fresh material, or a failing summarizer">(+{v.skipped} skipped)</span>'
+               if v.skipped else '') + '</td>'
             f'<td>{"–" if peak is None else f"{peak:,}"}</td>'
             f'<td{klass}>{_pct(recall)}</td><td>{s["lost"]}</td>'
             f'<td>{"–" if s["rereads"] is None else s["rereads"]}</td>'

@@ -15,7 +15,10 @@ compaction is **due** only when replacing the span (its *fresh* material: the tu
 the firewall's own summary or ledger messages) by a summary and ledger expected to cost what the
 earlier ones did would bring the live context to ``Trigger.target``, the watermark less its
 ``headroom``. Otherwise it is **skipped**, and ``Decision.skipped`` says why
-(``Firewall.compaction_due``).
+(``Firewall.compaction_due``). A firing is also skipped while the summarizer is failing: after
+``n`` trigger compactions in a row without a usable summary (a vendor down, a key revoked), the
+next one on that ledger waits for ``2**n`` more messages (at most 32), so a failing vendor is
+not called again before every model call.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ WATERMARK = 0.8  # Anthropic's server default is 150,000 of a 200,000-token wind
 # the margin, one compaction that lands just under it is followed by another a message later
 HEADROOM = 0.1
 SKIPPED = "too little fresh material to compact"
+BACKING_OFF = "the summarizer is failing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +153,8 @@ class Decision:
     ``fires``: the context crossed the watermark. Then either ``due``, and ``boundary`` is the
     first turn of the verbatim tail, or ``skipped`` says why no compaction is worth doing:
     ``SKIPPED``, then the figures (``fresh_tokens``: the span's turns that are not the
-    firewall's own summary or ledger). ``maybe_compact`` then returns the messages untouched
+    firewall's own summary or ledger), or ``BACKING_OFF`` and the summarizer's last error.
+    ``maybe_compact`` then returns the messages untouched
     and ``compact_if_due`` None, at every call, until new turns bring enough fresh material
     (or, when the verbatim tail alone is over the target, never: keep fewer turns).
     """

@@ -13,7 +13,8 @@ from firewall.guard import Firewall
 from firewall.ledger import Ledger, find_blocks
 from firewall.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
-from firewall.trigger import SKIPPED, Trigger, exchange_ends_before, live_tokens
+from firewall.trigger import (BACKING_OFF, SKIPPED, Trigger, exchange_ends_before,
+                              live_tokens)
 
 PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
 SYSTEM = "You are a billing agent. Cite invoice numbers exactly."
@@ -346,6 +347,44 @@ def test_a_compaction_that_would_grow_the_context_fails_closed_once(fw, fmt):
     assert due.skipped.startswith(SKIPPED)
     # a plain compact() is what the caller asked for, as before
     assert fw.compact(messages, ScriptedSummarizer([long_summary]), keep_last=1).compacted
+
+
+class Down:
+    """A vendor that is down: every call fails."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def summarize(self, request):
+        self.calls += 1
+        raise ConnectionError("vendor down")
+
+
+def test_a_failing_summarizer_is_not_called_before_every_model_call(fw):
+    """After n failed compactions in a row, the trigger's next compaction on that ledger waits
+    for 2**n more messages, saying why; the first usable summary ends the back-off."""
+    messages, ledger, down = native(), Ledger.new("down"), Down()
+    trigger = Trigger(window=tokens(messages) - 1, watermark=1.0)
+    tried = []
+    for extra in range(12):
+        history = messages + [{"role": "user", "content": f"Any news, {i}?"}
+                              for i in range(extra)]
+        before = down.calls
+        assert fw.maybe_compact(history, trigger, ledger=ledger, summarizer=down) is history
+        if down.calls > before:
+            tried.append(extra)
+    assert tried == [0, 2, 6]  # then waits for 8 more messages
+    due = fw.compaction_due(history, trigger, ledger=ledger)
+    assert due.fires and not due.due and due.skipped.startswith(BACKING_OFF)
+    assert "ConnectionError: vendor down" in due.skipped and "3 more message(s)" in due.skipped
+    # asking is no firing: the decision is the same
+    assert fw.compaction_due(history, trigger, ledger=ledger) == due
+    history = history + [{"role": "user", "content": f"Still there, {i}?"} for i in range(3)]
+    result = fw.compact_if_due(history, trigger, ledger=ledger,
+                               summarizer=ScriptedSummarizer([f"{INVOICE} and {REFUND}."]))
+    assert result.compacted
+    assert fw.compact_if_due(history, trigger, ledger=ledger, summarizer=down) is not None
+    assert down.calls == 4  # the back-off started over: the next firing was tried at once
 
 
 @pytest.mark.parametrize("kwargs", [{"window": 0}, {"window": 100, "watermark": 0},
