@@ -197,6 +197,15 @@ def naive_ledger(turns: Sequence[Turn]) -> str:
     return " ".join(tokens)
 
 
+def agent_cuts(conversation: Conversation) -> list[tuple[str, int, str]]:
+    """``(AGENT, k, summary)`` at each compaction the agent made itself (a session file's
+    ``meta["boundaries"]`` and ``meta["summaries"]``): ``k`` is the last message before it."""
+    meta = conversation.meta
+    return [(AGENT, b - 1, summary) for b, summary in zip(meta.get("boundaries", ()),
+                                                           meta.get("summaries", ()))
+            if 1 <= b - 1 < len(conversation.turns) - 1]
+
+
 def cut_points(n_messages: int, fractions: Iterable[float]) -> list[tuple[float, int]]:
     """``(f, k)`` with ``k = floor(f * n)``; cuts that compact nothing or everything are skipped."""
     return [(f, k) for f in fractions
@@ -222,7 +231,7 @@ class Cut:
 
     id: str
     source: str
-    frac: float
+    frac: float | str  # AGENT at a compaction the agent made
     k: int
     gold: list[Gold]
     span_tokens: int
@@ -237,8 +246,9 @@ class Cut:
 
 def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
                  budget: int | str | Budget, keep_last: int, source: str = "",
-                 frac: float = 0.0) -> Cut:
-    """``budget``: tokens, a share of the span's tokens written ``"5%"``, or a ``Budget``."""
+                 frac: float | str = 0.0, agent_summary: str | None = None) -> Cut:
+    """``budget``: tokens, a share of the span's tokens written ``"5%"``, or a ``Budget``.
+    ``agent_summary``: at a compaction the agent made, its summary (``AGENT_CONTEXTS``)."""
     turns = conversation.turns
     start = 0
     while start < len(turns) and turns[start].role == "system":
@@ -275,6 +285,10 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         "naive": ctx(naive_ledger(span)),
         "oracle": ctx(oracle),
     }
+    if agent_summary is not None:
+        cut.contexts["agent"] = ctx(agent_summary)
+        text = ctx(agent_summary, block, decoded_values(ledger))[0]
+        cut.contexts["agent+ledger"] = (text, count_tokens(agent_summary) + count_tokens(block))
     # the decoded copy of escaped values is for matching only: cost is the block's
     cut.contexts["ledger"] = (cut.contexts["ledger"][0], count_tokens(block))
     cut.contexts["ledger+tail"] = (cut.contexts["ledger+tail"][0],
@@ -292,6 +306,10 @@ def decoded_values(ledger: Ledger) -> str:
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
 
 CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle")
+# at a compaction the agent made itself (a session file's boundary): its own summary, alone and
+# with the ledger re-injected after it, as a wrapped harness would have it
+AGENT_CONTEXTS = ("agent", "agent+ledger")
+AGENT = "agent"  # the frac label of those cuts
 
 
 # Cost is judged where compaction happens: a share of spans this long or longer; on shorter
@@ -361,7 +379,7 @@ class CutScore:
     worker sends it back to be tallied in input order."""
 
     source: str
-    frac: float
+    frac: float | str
     gold: list[Gold]
     span_tokens: int
     scores: dict[str, tuple[list[bool], int]]  # context -> (hit per gold, its token cost)
@@ -370,7 +388,7 @@ class CutScore:
     @classmethod
     def of(cls, cut: Cut) -> CutScore:
         return cls(cut.source, cut.frac, cut.gold, cut.span_tokens,
-                   {name: (cut.hits(name), cut.contexts[name][1]) for name in CONTEXTS},
+                   {name: (cut.hits(name), cost) for name, (_, cost) in cut.contexts.items()},
                    {"id": cut.id, "k": cut.k, "literals": cut.literals,
                     "ledger_tokens": cut.contexts["ledger"][1], "span_tokens": cut.span_tokens})
 
@@ -397,9 +415,9 @@ class Tallies:
                           ("all", "all")):
                 bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
                 self.cut_counts[group] = self.cut_counts.get(group, 0) + 1
-                for name in CONTEXTS:
-                    hits, tokens = score.scores[name]
-                    bucket[name].add(score.gold, hits, tokens, score.span_tokens)
+                for name, (hits, tokens) in score.scores.items():  # AGENT_CONTEXTS: some cuts
+                    bucket.setdefault(name, Tally()).add(score.gold, hits, tokens,
+                                                         score.span_tokens)
             self.ledger_lines.append(json.dumps(score.ledger, ensure_ascii=False))
 
     def merge(self, other: Tallies) -> None:
@@ -408,8 +426,8 @@ class Tallies:
         self.cuts += other.cuts
         for group, tallies in other.groups.items():
             bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
-            for name in CONTEXTS:
-                bucket[name].merge(tallies[name])
+            for name, tally in tallies.items():
+                bucket.setdefault(name, Tally()).merge(tally)
             self.cut_counts[group] = self.cut_counts.get(group, 0) + other.cut_counts[group]
 
 
@@ -434,9 +452,13 @@ class EvalTask:
 
     def __call__(self, firewall: Any, path: str, conversation: Conversation) -> list[CutScore]:
         source = source_of(path)
+        cuts = [(frac, k, None) for frac, k in cut_points(len(conversation.turns),
+                                                            self.fractions)]
+        cuts += agent_cuts(conversation)
         return [CutScore.of(evaluate_cut(conversation, k, firewall=firewall, budget=self.budget,
-                                         keep_last=self.keep_last, source=source, frac=frac))
-                for frac, k in cut_points(len(conversation.turns), self.fractions)]
+                                         keep_last=self.keep_last, source=source, frac=frac,
+                                         agent_summary=summary))
+                for frac, k, summary in cuts]
 
 
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
@@ -486,8 +508,8 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
                        for (s, f), ts in total.groups.items()]}
 
 
-def _pct(frac: float) -> str:
-    return f"{frac * 100:g}%"
+def _pct(frac: float | str) -> str:
+    return frac if isinstance(frac, str) else f"{frac * 100:g}%"
 
 
 # ── report ───────────────────────────────────────────────────────────────────────────────────
@@ -530,6 +552,20 @@ def format_report(result: dict[str, Any]) -> str:
                      _p(orc["recall"]["id_like"]), _p(orc["cost_total"])))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    agent = [g for g in result["groups"] if g["frac"] == AGENT]
+    if agent:
+        lines += ["\nAt the compactions the agents made themselves (their own summary, then "
+                  "the ledger re-injected after it):",
+                  "| source | cuts | ID-like | strict | agent summary ID | agent strict | "
+                  "+ ledger ID | + ledger strict | ledger alone ID | cost |",
+                  "|" + "---|" * 10]
+        for g in agent:
+            a, al, led = g["agent"], g["agent+ledger"], g["ledger"]
+            lines.append("| " + " | ".join(str(c) for c in (
+                g["source"], g["cuts"], a["n"]["id_like"], a["n"]["strict"],
+                _p(a["recall"]["id_like"]), _p(a["recall"]["strict"]),
+                _p(al["recall"]["id_like"]), _p(al["recall"]["strict"]),
+                _p(led["recall"]["id_like"]), _p(led["cost_total"]))) + " |")
     lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
                  f"budget {result['budget']}"
                  f"{' tokens' if isinstance(result['budget'], int) else ''}; "

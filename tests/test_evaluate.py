@@ -199,3 +199,25 @@ def test_cli_handler_prints_a_table_or_json(tmp_path, capsys):
     assert table.startswith("| source |") and "+last2 ID" in table and "| shop | 50% |" in table
     with pytest.raises(SystemExit):
         parser.parse_args(["eval", str(data), "--at", "1.5"])
+
+
+def test_eval_measures_the_agents_own_compactions_of_a_session_file(capsys):
+    """At each compaction Claude Code made, the gold is judged against its own summary, then
+    against that summary with the ledger after it: the measure of a wrapped harness."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "transcripts" / "claude_code_compacted.jsonl"
+    result = run([path], fractions=[0.5])
+    agent = next(g for g in result["groups"] if g["frac"] == "agent")
+    assert agent["cuts"] == 2  # the file's two compact_boundary entries
+    # the fixture's summaries name no file, invoice or key: only the ledger brings them back
+    assert agent["agent"]["n"]["id_like"] == 7 and agent["agent"]["hits"]["id_like"] == 0
+    assert agent["agent+ledger"]["recall"]["id_like"] == 1.0
+    assert agent["agent+ledger"]["hits"]["strict"] >= agent["ledger"]["hits"]["strict"]
+    assert "agent" not in next(g for g in result["groups"] if g["frac"] == "50%")
+    parser = argparse.ArgumentParser()
+    add_eval_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["eval", str(path)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "| claude_code_compacted | 2 | 7 | 10 | 0.0 | 0.0 | 100.0 |" in out

@@ -1,5 +1,6 @@
 """Conversation loading: format detection from content, and errors naming line and field."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,36 @@ def test_a_non_string_block_type_is_not_a_crash():
                 {"role": "user", "content": [{"type": ["x"], "text": "ok"}]}]
     assert detect_format(messages) == "openai"
     assert [t.text for t in parse_messages(messages).turns] == ["hi", "", "ok"]
+
+
+TRANSCRIPTS = Path(__file__).parent / "fixtures" / "transcripts"
+
+
+@pytest.mark.parametrize("name, fmt, boundaries", [
+    ("claude_code_compacted", "anthropic", [7, 21]),
+    ("codex_rollout", "openai_responses", []),
+])
+def test_an_agent_session_file_is_read_whole_as_one_conversation(name, fmt, boundaries):
+    from firewall.formats import is_jsonl
+    from firewall.formats.transcripts import read_transcript
+
+    path = TRANSCRIPTS / f"{name}.jsonl"
+    (conversation,) = read_conversations(path)
+    chunk = read_transcript(path)
+    assert conversation.id == name and conversation.format == fmt
+    assert [t.text for t in conversation.turns] == [t.text for t in chunk.turns]
+    assert conversation.meta["boundaries"] == boundaries
+    assert len(conversation.meta["summaries"]) == len(boundaries)
+    if boundaries:  # what Claude Code wrote right after each boundary
+        assert all(s.startswith("This session is being continued")
+                   for s in conversation.meta["summaries"])
+    assert not is_jsonl(path)  # one conversation: never cut into byte ranges
+
+
+def test_a_conversations_jsonl_is_not_taken_for_a_session_file(tmp_path):
+    from firewall.formats import is_jsonl
+
+    path = tmp_path / "log.jsonl"
+    line = {"id": "c", "type": "user", "messages": [{"role": "user", "content": "hi"}]}
+    path.write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n", encoding="utf-8")
+    assert is_jsonl(path) and len(list(read_conversations(path))) == 2

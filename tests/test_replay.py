@@ -279,3 +279,44 @@ def test_each_compaction_counts_the_recorded_calls_that_fetch_its_span_again(fw)
     before = [c for c in done if c.k < last_read][-1]
     assert before.rereads == 1
     assert sum(c.rereads for c in done) == 1
+
+
+def claude_code_session(path, reads: int) -> None:
+    """A Claude Code session file: the task, then ``reads`` Read calls of long files, each
+    result in a user entry, one JSON entry per line as Claude Code writes them."""
+    def entry(n, kind, content):
+        return json.dumps({"parentUuid": None if n == 0 else f"u{n - 1}", "isSidechain": False,
+                           "sessionId": "s1", "uuid": f"u{n}", "type": kind,
+                           "message": {"role": kind, "content": content}})
+
+    lines = [entry(0, "user", "Refunds of INV-2025-08-44719 go to the wrong charge; fix it.")]
+    for r in range(reads):
+        path_r = f"/home/dev/shop/src/billing/module_{r}.py"
+        body = "".join(f"{i + 1}\tdef step_{r}_{i}(charge): return charge  # settle the charge, then log it\n"
+                       for i in range(12))
+        lines += [entry(len(lines), "assistant", [{"type": "tool_use", "id": f"t{r}",
+                                                   "name": "Read",
+                                                   "input": {"file_path": path_r}}]),
+                  entry(len(lines) + 1, "user", [{"type": "tool_result", "tool_use_id": f"t{r}",
+                                                  "content": body}])]
+    lines.append(entry(len(lines), "assistant", [{"type": "tool_use", "id": "again",
+                                                  "name": "Read", "input": {
+                                                      "file_path": "/home/dev/shop/src/billing/"
+                                                                   "module_0.py"}}]))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_claude_code_session_file_replays_like_any_recording(tmp_path, capsys):
+    path = tmp_path / "session.jsonl"
+    claude_code_session(path, reads=8)
+    contexts = tmp_path / "contexts.jsonl"
+    assert main(["replay", str(path), "--window", "2500", "--keep-last", "2",
+                 "--contexts", str(contexts)]) == 0
+    out = capsys.readouterr().out
+    assert "1 conversation(s), 1 compaction(s) (0 failed closed)" in out
+    (line,) = [json.loads(x) for x in contexts.read_text(encoding="utf-8").splitlines()]
+    composed = parse_messages(line["context"])
+    assert composed.format == "anthropic"  # the session's messages, in the Messages API shape
+    # the file the agent reads again after the compaction is in the composed context
+    assert "/home/dev/shop/src/billing/module_0.py" in line["ledger"]
+    assert "composed-context ID-like recall 100.0 % of 1 gold" in out

@@ -2,8 +2,12 @@
 
 Formats: ``native`` (the dev-set JSONL: ``tool_calls`` with parsed ``arguments``), ``anthropic``
 (Messages API content blocks, ``tool_use`` / ``tool_result``), ``openai`` (chat completions,
-``tool_calls`` with JSON-string arguments) and ``openai_responses`` (Responses API input items). A file is either JSONL, one conversation object per
-line, or one JSON document: a list of messages, or an object with ``messages``.
+``tool_calls`` with JSON-string arguments) and ``openai_responses`` (Responses API input items).
+A file is either JSONL, one conversation object per line, or one JSON document: a list of
+messages, or an object with ``messages``. A coding agent's own session file (a Claude Code
+transcript, a Codex CLI rollout: JSONL of events, ``transcripts``) is one conversation, read
+whole; ``meta["boundaries"]`` holds where the agent compacted it (the index of the first message
+after each compaction) and ``meta["summaries"]`` what it wrote there.
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ def read_conversations(path: str | Path, *,
     name = name or str(path)
     handle, jsonl = _open(path, name)
     with handle:
+        if jsonl and _is_session_file(handle):
+            yield _session(path, name, handle, on_progress)
+            return
         if not jsonl:
             data = handle.read()  # one JSON document: one conversation, read whole
             if on_progress is not None:
@@ -113,12 +120,50 @@ def read_conversations(path: str | Path, *,
 
 
 def is_jsonl(path: str | Path) -> bool:
-    """True for a JSONL file (one conversation per line: it can be read by byte ranges), False
-    for one JSON document; a file that cannot be opened or is empty is a ``ConversationError``,
-    as ``read_conversations`` raises it."""
+    """True for a JSONL file of conversations (one per line: it can be read by byte ranges),
+    False for one JSON document or an agent's session file (one conversation); a file that
+    cannot be opened or is empty is a ``ConversationError``, as ``read_conversations`` raises
+    it."""
     handle, jsonl = _open(Path(path), str(path))
-    handle.close()
-    return jsonl
+    with handle:
+        return jsonl and not _is_session_file(handle)
+
+
+def _is_session_file(handle: Any) -> bool:
+    """Is the first JSON line of this JSONL file an event of a coding agent's session file
+    (a Claude Code transcript entry, a Codex rollout line) rather than a conversation?"""
+    from .transcripts import is_session_event
+
+    for line in handle:
+        if line.strip():
+            break
+    else:
+        line = b""
+    handle.seek(0)
+    try:
+        return is_session_event(json.loads(line))
+    except (ValueError, RecursionError):
+        return False
+
+
+def _session(path: Path, name: str, handle: Any,
+             on_progress: Callable[[int], None] | None) -> Conversation:
+    from .transcripts import read_transcript
+
+    chunk = read_transcript(path)
+    if on_progress is not None:
+        on_progress(handle.seek(0, 2))
+    if not chunk.turns:
+        raise ConversationError("a session file without a message", source=name)
+    if chunk.agent == "codex":
+        fmt, summaries = "openai_responses", chunk.summaries
+    else:  # Claude Code writes its summary as the message after the boundary
+        fmt = "anthropic"
+        summaries = [chunk.turns[b].text if b < len(chunk.turns) else ""
+                     for b in chunk.boundaries]
+    return Conversation(turns=chunk.turns, id=path.stem, format=fmt,
+                        meta={"agent": chunk.agent, "boundaries": chunk.boundaries,
+                              "summaries": summaries})
 
 
 def read_jsonl_range(path: str | Path, start: int, end: int, *, first_line: int,

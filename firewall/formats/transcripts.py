@@ -22,6 +22,7 @@ from ..turns import ToolCall, Turn
 from . import anthropic
 
 _CODEX_LINE_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
+_CLAUDE_EVENT_TYPES = {"system", "summary", "file-history-snapshot"}
 # Harness text Codex sends as user messages: context, not something the user typed.
 _CODEX_HARNESS = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
                   "<permissions instructions>")
@@ -41,6 +42,19 @@ class TranscriptChunk:
     skipped: int = 0
     boundaries: list[int] = field(default_factory=list)
     agent: str | None = None  # claude-code | codex, from the first line of either shape
+
+
+def is_session_event(line: Any) -> bool:
+    """A line of a Claude Code transcript (an entry with a ``message``, or a ``system``,
+    ``summary`` or ``file-history-snapshot`` entry of a session) or of a Codex rollout."""
+    if not isinstance(line, dict) or not isinstance(line.get("type"), str):
+        return False
+    if line["type"] in _CODEX_LINE_TYPES:
+        return "payload" in line
+    if line["type"] in ("user", "assistant"):
+        return isinstance(line.get("message"), dict) and "messages" not in line
+    return line["type"] in _CLAUDE_EVENT_TYPES and any(
+        key in line for key in ("sessionId", "uuid", "leafUuid", "messageId"))
 
 
 def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> TranscriptChunk:
