@@ -160,14 +160,10 @@ class CompiledRegex(CompiledRule):
         characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
         pattern, locator = self.pattern, self.locator  # built before any timing
         group = self._group
-        located = locator is not None and locator.choose()
-        started = locator.clock() if locator is not None and locator.use is None else 0.0
-        if located:
-            matches = locator.finditer(pattern, text, data, timeout)
-        else:
-            matches = pattern.finditer(text, timeout=timeout)
-        if self.checksum is not None:  # matched first: a validator's time (its library's
-            matches = list(matches)  # first import) must not count against the regex budget
+        # matched first, as a list: a validator's time (its library's first import) must not
+        # count against the regex budget, nor in the locator's trial
+        matches = pattern.finditer(text, timeout=timeout) if locator is None else \
+            locator.matches(pattern, text, data, timeout)
         spans = []
         for m in matches:
             start, end = first_group(m) if group == "first" else m.span(group)
@@ -182,8 +178,6 @@ class CompiledRegex(CompiledRule):
                 continue
             if self.allowed(value, timeout) and not self._dropped_in_context(m, text, timeout):
                 spans.append((start, end))
-        if started:
-            locator.record(located, locator.clock() - started, len(text))
         return spans
 
     def _dropped_in_context(self, m: Any, text: str, timeout: float) -> bool:
@@ -532,13 +526,25 @@ class CompiledNoise:
     qid: str  # "pack/noise-id"
     pattern: regex.Pattern[str]
     keywords: tuple[str, ...] = ()
+    # as a rule's: RE2 skips where no match can start (noise runs on most texts with literals)
+    _locator: Locator | None | object = field(default=_UNBUILT, repr=False)
 
-    def spans(self, text: str, lowered: str, timeout: float) -> list[tuple[int, int]]:
-        """Raises TimeoutError (the caller keeps every literal: noise fails closed)."""
+    def spans(self, text: str, lowered: str, timeout: float,
+              data: bytes | None = None) -> list[tuple[int, int]]:
+        """Raises TimeoutError (the caller keeps every literal: noise fails closed).
+        ``data``: ``text`` as ASCII bytes, as for ``CompiledRegex.find``."""
         if self.keywords and not any(k in lowered for k in self.keywords):
             return []
-        return [m.span() for m in self.pattern.finditer(text, timeout=timeout)
-                if m.end() > m.start()]
+        locator = self.locator
+        matches = self.pattern.finditer(text, timeout=timeout) if locator is None else \
+            locator.matches(self.pattern, text, data, timeout)
+        return [m.span() for m in matches if m.end() > m.start()]
+
+    @property
+    def locator(self) -> Locator | None:
+        if self._locator is _UNBUILT:
+            self._locator = build_locator(self.pattern.pattern, self.pattern.flags, self.pattern)
+        return self._locator  # type: ignore[return-value]
 
 
 def covered(spans: list[tuple[int, int]]):

@@ -193,23 +193,26 @@ class Extractor:
         if has_homoglyphs(text):
             self._scan_lookalikes(text, rules, role, budget, turn, field, tool, out)
         if self.noise and len(out.literals) > found:
-            self._drop_noise(text, budget, out, found)
+            self._drop_noise(text, budget, out, found, data)
         return out
 
-    def noise_spans(self, text: str, timeout: float) -> list[tuple[int, int]] | None:
+    def noise_spans(self, text: str, timeout: float,
+                    data: bytes | None = None) -> list[tuple[int, int]] | None:
         """The stretches of ``text`` that the packs declare noise; None when a noise pattern
-        ran out of time (then nothing is dropped: a firewall that fails keeps literals)."""
+        ran out of time (then nothing is dropped: a firewall that fails keeps literals).
+        ``data``: ``ascii_bytes(text)``, when known."""
         lowered = text.lower()
         spans: list[tuple[int, int]] = []
         try:
             for noise in self.noise:
-                spans += noise.spans(text, lowered, timeout)
+                spans += noise.spans(text, lowered, timeout, data)
         except TimeoutError:
             return None
         return spans
 
-    def _drop_noise(self, text: str, budget: float, out: TurnScan, start: int) -> None:
-        spans = self.noise_spans(text, budget)
+    def _drop_noise(self, text: str, budget: float, out: TurnScan, start: int,
+                    data: bytes | None) -> None:
+        spans = self.noise_spans(text, budget, data)
         if not spans:
             return
         inside = covered(spans)

@@ -411,6 +411,17 @@ class Locator:
             if texts >= TRIAL_TEXTS or max(finditer, locator) >= CLEAR_WIN * min(finditer, locator):
                 self.use = locator <= finditer
 
+    def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
+                timeout: float) -> list[Any]:
+        """``pattern.finditer(text)`` the way chosen for this pattern, timed while deciding."""
+        located = self.choose()
+        started = self.clock() if self.use is None else 0.0
+        found = list(self.finditer(pattern, text, data, timeout) if located
+                     else pattern.finditer(text, timeout=timeout))
+        if started:
+            self.record(located, self.clock() - started, len(text))
+        return found
+
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
         """``pattern.finditer(text)``; ``data``: ``text`` as ASCII bytes RE2 agrees on, or

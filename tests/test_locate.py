@@ -52,6 +52,36 @@ def test_located_scan_equals_the_plain_scan_for_every_builtin_rule(text):
                 rule.locator.use = decided
 
 
+NOISE = EXTRACTOR.noise
+# pieces of every noise pattern's examples too: gutters, ps rows, JSON constants
+NOISE_PIECES = sorted({piece for pack in load_packs() for noise in pack.noise
+                       for ex in noise.examples for piece in regex.split(r"(\W)", ex.text)
+                       if piece})
+noise_texts = st.lists(st.one_of(st.sampled_from(NOISE_PIECES + PIECES),
+                                 st.sampled_from(SEPARATORS + ["\t", "→", "  "])),
+                       max_size=60).map("".join)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(noise_texts)
+def test_located_noise_spans_equal_the_plain_scan_for_every_builtin_noise_pattern(text):
+    data, lowered = ascii_bytes(text), text.lower()
+    for noise in NOISE:
+        locator = noise.locator
+        if locator is None:
+            continue
+        plain = [m.span() for m in noise.pattern.finditer(text) if m.end() > m.start()]
+        if noise.keywords and not any(k in lowered for k in noise.keywords):
+            plain = []
+        decided, locator.use = locator.use, True  # the locator, not a choice
+        try:
+            assert noise.spans(text, lowered, 5.0, data) == plain, noise.qid
+            assert noise.spans(text, lowered, 5.0) == plain, noise.qid  # the UTF-8 locator
+        finally:
+            locator.use = decided
+
+
 def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
     from firewall.locate import TRIAL_EARLY, TRIAL_TEXTS
 
