@@ -135,3 +135,18 @@ def test_a_conversations_jsonl_is_not_taken_for_a_session_file(tmp_path):
     line = {"id": "c", "type": "user", "messages": [{"role": "user", "content": "hi"}]}
     path.write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n", encoding="utf-8")
     assert is_jsonl(path) and len(list(read_conversations(path))) == 2
+
+
+def test_a_broken_line_of_a_session_file_is_reported_and_the_rest_read(tmp_path):
+    lines = (TRANSCRIPTS / "claude_code_session.jsonl").read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(lines[:4] + ['{"type": "user", "message": {"role": "user"',
+                                           *lines[4:]]) + "\n", encoding="utf-8")
+    errors = []
+    (conversation,) = read_conversations(path, on_error=errors.append)
+    assert [str(e) for e in errors] == [f"{path}: 1 line(s) not JSON, or holding a malformed "
+                                        "message, skipped in this session file"]
+    assert len(conversation.turns) == len(next(read_conversations(
+        TRANSCRIPTS / "claude_code_session.jsonl")).turns)
+    with pytest.raises(ConversationError):
+        list(read_conversations(path))

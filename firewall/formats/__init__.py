@@ -100,7 +100,7 @@ def read_conversations(path: str | Path, *,
     handle, jsonl = _open(path, name)
     with handle:
         if jsonl and _is_session_file(handle):
-            yield _session(path, name, handle, on_progress)
+            yield _session(path, name, handle, on_error, on_progress)
             return
         if not jsonl:
             data = handle.read()  # one JSON document: one conversation, read whole
@@ -147,7 +147,8 @@ def _is_session_file(handle: Any) -> bool:
 
 
 def _session(path: Path, name: str, handle: Any,
-             on_progress: Callable[[int], None] | None) -> Conversation:
+              on_error: Callable[[ConversationError], None] | None,
+              on_progress: Callable[[int], None] | None) -> Conversation:
     from .transcripts import read_transcript
 
     chunk = read_transcript(path)
@@ -155,6 +156,12 @@ def _session(path: Path, name: str, handle: Any,
         on_progress(handle.seek(0, 2))
     if not chunk.turns:
         raise ConversationError("a session file without a message", source=name)
+    if chunk.skipped:  # the rest of the session is still read: said, not silent
+        bad = ConversationError(f"{chunk.skipped} line(s) not JSON, or holding a malformed "
+                                "message, skipped in this session file", source=name)
+        if on_error is None:
+            raise bad
+        on_error(bad)
     if chunk.agent == "codex":
         fmt, summaries = "openai_responses", chunk.summaries
     else:  # Claude Code writes its summary as the message after the boundary
