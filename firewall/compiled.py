@@ -160,10 +160,10 @@ class CompiledRegex(CompiledRule):
         characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
         pattern, locator = self.pattern, self.locator  # built before any timing
         group = self._group
-        # matched first, as a list: a validator's time (its library's first import) must not
-        # count against the regex budget, nor in the locator's trial
         matches = pattern.finditer(text, timeout=timeout) if locator is None else \
             locator.matches(pattern, text, data, timeout)
+        if self.checksum is not None:  # matched first: a validator's time (its library's
+            matches = list(matches)  # first import) must not count against the regex budget
         spans = []
         for m in matches:
             start, end = first_group(m) if group == "first" else m.span(group)

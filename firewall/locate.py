@@ -412,15 +412,17 @@ class Locator:
                 self.use = locator <= finditer
 
     def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-                timeout: float) -> list[Any]:
-        """``pattern.finditer(text)`` the way chosen for this pattern, timed while deciding."""
+                timeout: float) -> Iterator[Any]:
+        """``pattern.finditer(text)`` the way chosen for this pattern; while deciding, the
+        text is timed until the caller has taken every match (its own work on each
+        included: the same either way)."""
         located = self.choose()
-        started = self.clock() if self.use is None else 0.0
-        found = list(self.finditer(pattern, text, data, timeout) if located
-                     else pattern.finditer(text, timeout=timeout))
-        if started:
+        deciding = self.use is None
+        started = self.clock() if deciding else 0.0
+        yield from (self.finditer(pattern, text, data, timeout) if located
+                    else pattern.finditer(text, timeout=timeout))
+        if deciding:
             self.record(located, self.clock() - started, len(text))
-        return found
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
