@@ -248,7 +248,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
                  budget: int | str | Budget, keep_last: int, source: str = "",
                  frac: float | str = 0.0, agent_summary: str | None = None) -> Cut:
     """``budget``: tokens, a share of the span's tokens written ``"5%"``, or a ``Budget``.
-    ``agent_summary``: at a compaction the agent made, its summary (``AGENT_CONTEXTS``)."""
+    ``agent_summary``: at a compaction the agent made, its summary (see ``AGENT``)."""
     turns = conversation.turns
     start = 0
     while start < len(turns) and turns[start].role == "system":
@@ -306,10 +306,10 @@ def decoded_values(ledger: Ledger) -> str:
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
 
 CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle")
-# at a compaction the agent made itself (a session file's boundary): its own summary, alone and
-# with the ledger re-injected after it, as a wrapped harness would have it
-AGENT_CONTEXTS = ("agent", "agent+ledger")
-AGENT = "agent"  # the frac label of those cuts
+# the frac label of a cut at a compaction the agent made itself (a session file's boundary),
+# where two more contexts are measured: its own summary ("agent"), and that summary with the
+# ledger re-injected after it ("agent+ledger"), as a wrapped harness would have it
+AGENT = "agent"
 
 
 # Cost is judged where compaction happens: a share of spans this long or longer; on shorter
@@ -415,7 +415,7 @@ class Tallies:
                           ("all", "all")):
                 bucket = self.groups.setdefault(group, {c: Tally() for c in CONTEXTS})
                 self.cut_counts[group] = self.cut_counts.get(group, 0) + 1
-                for name, (hits, tokens) in score.scores.items():  # AGENT_CONTEXTS: some cuts
+                for name, (hits, tokens) in score.scores.items():  # AGENT's: some cuts only
                     bucket.setdefault(name, Tally()).add(score.gold, hits, tokens,
                                                          score.span_tokens)
             self.ledger_lines.append(json.dumps(score.ledger, ensure_ascii=False))

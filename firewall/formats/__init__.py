@@ -164,10 +164,10 @@ def _session(path: Path, name: str, handle: Any,
         on_error(bad)
     if chunk.agent == "codex":
         fmt, summaries = "openai_responses", chunk.summaries
-    else:  # Claude Code writes its summary as the message after the boundary
-        fmt = "anthropic"
-        summaries = [chunk.turns[b].text if b < len(chunk.turns) else ""
-                     for b in chunk.boundaries]
+    else:  # Claude Code writes its summary as the message after the boundary (read as the
+        fmt = "anthropic"  # assistant's: machine text), if it wrote one
+        summaries = [chunk.turns[b].text if b < len(chunk.turns)
+                     and chunk.turns[b].role == "assistant" else "" for b in chunk.boundaries]
     return Conversation(turns=chunk.turns, id=path.stem, format=fmt,
                         meta={"agent": chunk.agent, "boundaries": chunk.boundaries,
                               "summaries": summaries})
