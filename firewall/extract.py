@@ -21,6 +21,7 @@ from .literals import Literal, SecretIndex, spread_sensitivity
 from .packs import Pack
 from .prefilter import Prefilter, ascii_bytes
 from .turns import ROLES, Conversation, Turn
+from .unspaced import has_unspaced, spaced
 
 SpanFinder = Callable[[str], list[tuple[int, int]]]
 
@@ -192,6 +193,8 @@ class Extractor:
             self._run(rule, text, budget, None, turn, role, field, tool, out)
         if has_homoglyphs(text):
             self._scan_lookalikes(text, rules, role, budget, turn, field, tool, out)
+        if has_unspaced(text):
+            self._scan_unspaced(text, rules, role, budget, turn, field, tool, out)
         if self.noise and len(out.literals) > found:
             self._drop_noise(text, budget, out, found, data)
         return out
@@ -219,25 +222,40 @@ class Extractor:
         out.literals[start:] = [lit for lit in out.literals[start:]
                                 if lit.sensitive or not inside(lit.start, lit.end)]
 
+    def _scan_view(self, view: str, rules: _RoleRules, role: str, budget: float, turn: int,
+                   field: str, tool: str | None, out: TurnScan) -> list[Literal]:
+        """Every text rule over ``view``, another rendering of a text with the same offsets;
+        returns the literals it finds there and ``out`` did not hold (same rule and span)."""
+        found = TurnScan()
+        data = ascii_bytes(view)
+        for i in rules.prefilter.candidates(view, data, rules.among):
+            self._run(rules.regex[i], view, budget, data, turn, role, field, tool, found)
+        for rule in rules.other:
+            self._run(rule, view, budget, None, turn, role, field, tool, found)
+        out.timeouts += found.timeouts
+        seen = {(lit.rule, lit.start, lit.end) for lit in out.literals}
+        return [lit for lit in found.literals if (lit.rule, lit.start, lit.end) not in seen]
+
     def _scan_lookalikes(self, text: str, rules: _RoleRules, role: str, budget: float,
                          turn: int, field: str, tool: str | None, out: TurnScan) -> None:
         """Rules matched on ``text`` with look-alike letters folded to Latin (same offsets):
         a match that mixes them with Latin letters or digits (``АBC123X``) is pinned with the
         source's bytes and flagged ``mixed_script``, as its Latin twin would be pinned."""
-        folded = fold(text)
-        found = TurnScan()
-        data = ascii_bytes(folded)
-        for i in rules.prefilter.candidates(folded, data, rules.among):
-            self._run(rules.regex[i], folded, budget, data, turn, role, field, tool, found)
-        for rule in rules.other:
-            self._run(rule, folded, budget, None, turn, role, field, tool, found)
-        out.timeouts += found.timeouts
-        seen = {(lit.rule, lit.start, lit.end) for lit in out.literals}
-        for lit in found.literals:
+        for lit in self._scan_view(fold(text), rules, role, budget, turn, field, tool, out):
             raw = text[lit.start:lit.end]
-            if (lit.rule, lit.start, lit.end) not in seen and mixed_script(raw):
+            if mixed_script(raw):
                 lit.value, lit.mixed_script = raw, True
                 out.literals.append(lit)
+
+    def _scan_unspaced(self, text: str, rules: _RoleRules, role: str, budget: float,
+                       turn: int, field: str, tool: str | None, out: TurnScan) -> None:
+        """Rules matched on ``text`` with Han, kana and Hangul letters as spaces (``unspaced``):
+        an ID glued to a Chinese or Japanese sentence. Kept only where the view and the source
+        agree byte for byte, so a literal never holds a space the source does not."""
+        view = spaced(text)
+        out.literals += [lit for lit in self._scan_view(view, rules, role, budget, turn, field,
+                                                        tool, out)
+                         if text[lit.start:lit.end] == lit.value]
 
     def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
              role: str, field: str, tool: str | None, out: TurnScan) -> None:

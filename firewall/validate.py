@@ -61,6 +61,7 @@ from functools import lru_cache
 from typing import Any, Literal as TypingLiteral
 
 from .confusables import HOMOGLYPHS
+from .unspaced import word_char
 
 __all__ = ["Finding", "Verdict", "validate", "occurs", "REASONS"]
 
@@ -374,17 +375,17 @@ def _exact_spans(summary: str, value: str) -> tuple[list[tuple[int, int]], list[
     An occurrence inside the run just reported is that run again: skipping it keeps a value
     repeated through one long run (``abab`` in a megabyte of ``abab...``) linear."""
     bounded, glued = [], []
-    head, tail = value[0].isalnum(), value[-1].isalnum()
+    head, tail = word_char(value[0]), word_char(value[-1])
     run_start = run_end = -1
     i = summary.find(value)
     while i >= 0:
         s, e = i, i + len(value)
-        if (head and s and summary[s - 1].isalnum()) or (tail and e < len(summary)
-                                                         and summary[e].isalnum()):
+        if (head and s and word_char(summary[s - 1])) or (tail and e < len(summary)
+                                                          and word_char(summary[e])):
             if not (run_start <= s and e <= run_end):
-                while s and summary[s - 1].isalnum():
+                while s and word_char(summary[s - 1]):
                     s -= 1
-                while e < len(summary) and summary[e].isalnum():
+                while e < len(summary) and word_char(summary[e]):
                     e += 1
                 glued.append((s, e))
                 run_start, run_end = s, e
@@ -573,15 +574,15 @@ def identifier_shaped(value: str) -> bool:
 
 def occurs(summary: str, value: str) -> bool:
     """Is ``value`` in ``summary`` byte-for-byte and not glued to a letter or digit (the test of
-    ``present``)?"""
+    ``present``; a Chinese or Japanese word beside it is no glue: ``unspaced``)?"""
     if not value:
         return False
-    head, tail = value[0].isalnum(), value[-1].isalnum()
+    head, tail = word_char(value[0]), word_char(value[-1])
     i = summary.find(value)
     while i >= 0:  # the first bounded occurrence answers; nothing is widened
         e = i + len(value)
-        if not ((head and i and summary[i - 1].isalnum())
-                or (tail and e < len(summary) and summary[e].isalnum())):
+        if not ((head and i and word_char(summary[i - 1]))
+                or (tail and e < len(summary) and word_char(summary[e]))):
             return True
         i = summary.find(value, i + 1)
     return False

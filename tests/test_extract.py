@@ -556,3 +556,24 @@ def test_a_slow_validator_does_not_spend_the_regex_time_budget(monkeypatch):
         "    pattern: '\\bID-\\d+'\n    checksum: slow\n")], timeout=0.02, timeout_per_mb=0)
     found = extractor.scan([Turn("user", "ID-1 ID-2 ID-3")])
     assert (values(found), found.timeouts) == (["ID-1", "ID-2", "ID-3"], [])
+
+
+@pytest.mark.parametrize("text, literal", [
+    ("注文#W1234567をキャンセルしてください", "#W1234567"),  # Japanese
+    ("订单号W1234567的状态", "W1234567"),  # Chinese
+    ("주문번호#W1234567취소", "#W1234567"),  # Korean, glued as a particle would be
+    ("请查看src/auth/handler.ts:142的错误", "src/auth/handler.ts:142"),
+    ("メールはdana.reyes@example.comです", "dana.reyes@example.com"),
+])
+def test_a_literal_glued_to_a_sentence_written_without_spaces_is_pinned(text, literal):
+    found = Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals
+    assert literal in {lit.value for lit in found}
+    assert all(text[lit.start:lit.end] == lit.value for lit in found)  # the source's bytes
+
+
+def test_the_spaced_view_never_makes_a_literal_the_source_does_not_hold():
+    # "12丁目34" reads as "12  34" in the spaced view: nothing spanning the letters is pinned
+    text = "請求書INV-2025-08-44719の件、港区12丁目34番地"
+    found = Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals
+    assert "INV-2025-08-44719" in {lit.value for lit in found}
+    assert all(text[lit.start:lit.end] == lit.value and " " not in lit.value for lit in found)

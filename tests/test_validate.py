@@ -356,3 +356,11 @@ def test_invisible_character_beside_the_literal_does_not_hide_it() -> None:
     verdict = validate(summary, [INV])
     assert [f.status for f in verdict.findings] == ["present"]
     assert summary[slice(*verdict.findings[0].span)] == INV
+
+
+def test_a_literal_beside_a_chinese_or_japanese_word_is_present_not_glued():
+    verdict = validate("お客様の注文#W1234567はキャンセル済みです。订单W7654321已发货。",
+                       [("#W1234567", "r"), ("W7654321", "r")])
+    assert verdict.ok, verdict
+    # a Latin letter or a digit beside it is still glue
+    assert not validate("order #W12345678 shipped", [("#W1234567", "r")]).ok
