@@ -32,7 +32,7 @@ from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextua
                      find_blocks, uses)
 from .literals import Literal
 from .packs import Pack, load_packs
-from .placeholders import Placeholders
+from .placeholders import Placeholders, uncut
 from .records import AttemptResult, audit_key, build_record, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
@@ -930,7 +930,7 @@ def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
     if at < 0:  # a JSON path names its keys, and a key may be a secret
         return f"{plan.mask(lit.field)} of turn {lit.turn}"
     end = at + len(value)
-    start, end = max(0, at - width), min(len(text), end + width)
+    start, end = uncut(text, max(0, at - width), min(len(text), end + width))
     return ("…" if start else "") + text[start:end].replace("\n", " ") + \
         ("…" if end < len(text) else "")
 

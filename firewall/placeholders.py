@@ -41,6 +41,18 @@ _DAMAGED = regex.compile(
 _LOOKALIKE = regex.compile(r"(?i)(?<=secret)[_ ](?=(?:[0-9a-f]{1,16}[_ ])?\d+(?!\w))")
 
 
+def uncut(text: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` widened so that it cuts no placeholder of ``text`` in half: a cut one
+    (``[[SECRET_3f9a0c``) is no placeholder, and its tag's digits may spell a secret's."""
+    for m in _PLACEHOLDER.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+        s, e = m.span()
+        if s < start < e:
+            start = s
+        if s < end < e:
+            end = e
+    return start, end
+
+
 def neutralise(text: str) -> str:
     """``text`` with nothing in it that reads as a placeholder (``SECRET_1`` → ``SECRET-1``)."""
     return _LOOKALIKE.sub("-", text)

@@ -343,6 +343,25 @@ def test_a_guessed_placeholder_in_tool_output_cannot_summon_a_secret(packs: list
     assert "[[SECRET-deadbeef_2]] then SECRET-3" in sent
 
 
+def test_a_reask_never_quotes_a_placeholder_cut_in_half(packs: list[Any]) -> None:
+    """The feedback quotes 60 characters of source after a lost literal; here that window
+    ends inside the placeholder of a Stripe key (placeholders have a fixed length, so the cut
+    falls there whatever the tag). A cut placeholder is no placeholder, and the digits of its
+    tag may spell part of a secret: the window takes it whole."""
+    user = ("INV-2025-08-44719 was charged twice " + "x" * 27
+            + " key sk_live_51HxFAKEbCdEfGhIjKlMnOpQr")
+    messages = [{"role": "user", "content": user}, {"role": "assistant", "content": "Looking."},
+                {"role": "user", "content": "Thanks."}, {"role": "assistant", "content": "Ok."}]
+    scripted = ScriptedSummarizer(["A duplicate charge.", "INV-2025-08-44719 twice."])
+    result = Firewall(packs, placeholders=True, keep_last=2, max_retries=1).compact(
+        messages, summarizer=scripted)
+    assert result.compacted and len(scripted.calls) == 2
+    feedback = scripted.calls[1].feedback
+    assert "INV-2025-08-44719" in feedback and "sk_live" not in feedback
+    quoted = re.findall(r"\[\[SECRET_[^\]\s…]*\]*", feedback)
+    assert quoted and all(re.fullmatch(r"\[\[SECRET_[0-9a-f]{8}_\d+\]\]", q) for q in quoted)
+
+
 def test_only_placeholder_shapes_are_neutralised() -> None:
     from firewall.placeholders import _DAMAGED, neutralise
 
