@@ -492,10 +492,7 @@ class Firewall:
                 pass  # the write will report it
         with self._memo_lock:
             number = max(number, self._numbers.get(conversation_id, 0) + 1)
-            self._numbers[conversation_id] = number
-            self._numbers.move_to_end(conversation_id)
-            if len(self._numbers) > NUMBERED_MAX:
-                self._numbers.popitem(last=False)
+            _remember(self._numbers, conversation_id, number)
         return number
 
     def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
@@ -588,12 +585,15 @@ class Firewall:
                 keep: set[int], error: str | None) -> CompactionResult:
         conversation, span, ledger = plan.conversation, plan.span, plan.ledger
         block = ledger.render()
-        composed_text = None
+        composed_text, after = None, sum(plan.turn_tokens)
         if summary is not None:
             header = SUMMARY_HEADER.format(first=_first_turn(plan), last=plan.number(span.end - 1))
             composed_text = f"{header}\n\n{summary}"
-            grown = self._grown(plan, composed_text, block, keep) if plan.must_shrink else None
-            if grown is not None:  # fail closed: the trigger's compaction never enlarges
+            composed = _composed_tokens(plan, composed_text, block, keep)
+            grown = self._grown(plan, composed) if plan.must_shrink else None
+            if grown is None:
+                after = composed
+            else:  # fail closed: the trigger's compaction never enlarges
                 summary, composed_text, error = None, None, grown
         if composed_text is None:
             messages = [t.raw for t in conversation.turns if t.raw is not None]
@@ -605,7 +605,7 @@ class Firewall:
         except AuditError as exc:  # the compaction stands; secrets are still never in clear
             key = secrets.token_bytes(32)
             key_error = f"audit key unavailable, this record is hashed with a one-time key: {exc}"
-        record = self._record(plan, attempts, summary, composed_text, keep, error, block, key)
+        record = self._record(plan, attempts, summary, after, keep, error, block, key)
         result = CompactionResult(messages=messages, ledger=ledger, record=record,
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation,
@@ -615,21 +615,17 @@ class Firewall:
             self._renumbered(ledger.conversation_id, plan, record.compaction)
         return result
 
-    def _grown(self, plan: _Plan, summary: str, block: str, keep: set[int]) -> str | None:
-        """Why composing ``summary`` and ``block`` would not shrink the conversation (None
-        when it would). What they would cost is remembered per ledger until a composition
-        shrinks it: ``compaction_due`` expects the next one to cost as much."""
+    def _grown(self, plan: _Plan, after: int) -> str | None:
+        """Why a composition of ``after`` tokens would not shrink the conversation (None when
+        it would). What its summary and block would cost is remembered per ledger until a
+        composition shrinks it: ``compaction_due`` expects the next one to cost as much."""
         before = sum(plan.turn_tokens)
-        after = _composed_tokens(plan, summary, block, keep)
         with self._memo_lock:
             nonce = plan.ledger.nonce
             if after < before:
                 self._costs.pop(nonce, None)
                 return None
-            self._costs[nonce] = after - before + plan.span_tokens
-            self._costs.move_to_end(nonce)
-            if len(self._costs) > NUMBERED_MAX:
-                self._costs.popitem(last=False)
+            _remember(self._costs, nonce, after - before + plan.span_tokens)
         return (f"not compacted: the composed context would be {after:,} tokens, not fewer than "
                 f"the {before:,} it replaces (summary and ledger block cost more than the "
                 f"{plan.span_tokens:,}-token span); kept as it was")
@@ -640,11 +636,10 @@ class Firewall:
         ``BACK_OFF_MAX``)."""
         nonce = plan.ledger.nonce
         with self._memo_lock:
-            failures = self._failing.pop(nonce, _Failing()).failures + 1
+            failures = self._failing.get(nonce, _Failing()).failures + 1
             wait = min(2 ** failures, BACK_OFF_MAX)
-            self._failing[nonce] = _Failing(failures, len(plan.conversation.turns) + wait, error)
-            if len(self._failing) > NUMBERED_MAX:
-                self._failing.popitem(last=False)
+            _remember(self._failing, nonce,
+                      _Failing(failures, len(plan.conversation.turns) + wait, error))
 
     def _renumbered(self, conversation_id: str, plan: _Plan, number: int) -> None:
         for eviction in plan.pinned.evicted:
@@ -654,15 +649,14 @@ class Firewall:
             self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
-                composed_text: str | None, keep: set[int], error: str | None, block: str,
+                after: int, keep: set[int], error: str | None, block: str,
                 key: bytes) -> AuditRecord:
+        """``after``: the tokens of the conversation the compaction leaves (``_composed_tokens``,
+        which counts the span turns kept verbatim; ``before`` when it failed)."""
         span, turns = plan.span, plan.conversation.turns
         verbatim = "\n".join([turns[i].text for i in sorted(keep)] +
                               [t.text for t in turns[span.end:]])
         before = sum(plan.turn_tokens)
-        # as the live context counts them: the span turns kept verbatim stay in it
-        after = before if composed_text is None else \
-            _composed_tokens(plan, composed_text, block, keep)
         return build_record(
             self, plan.ledger, vendor_path=summarizer_path(plan.summarizer),
             summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,
@@ -891,6 +885,15 @@ def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
                         f"serialized (nested too deep or circular); the conversation is kept "
                         f"as it was")
     return None
+
+
+def _remember(memo: OrderedDict[str, Any], key: str, value: Any) -> None:
+    """``memo[key] = value`` as the newest entry, the oldest dropped past ``NUMBERED_MAX``
+    (the caller holds ``_memo_lock``)."""
+    memo[key] = value
+    memo.move_to_end(key)
+    if len(memo) > NUMBERED_MAX:
+        memo.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
