@@ -380,8 +380,7 @@ def _exact_spans(summary: str, value: str) -> tuple[list[tuple[int, int]], list[
     i = summary.find(value)
     while i >= 0:
         s, e = i, i + len(value)
-        if (head and s and word_char(summary[s - 1])) or (tail and e < len(summary)
-                                                          and word_char(summary[e])):
+        if _glued(summary, s, e, head, tail):
             if not (run_start <= s and e <= run_end):
                 while s and word_char(summary[s - 1]):
                     s -= 1
@@ -580,9 +579,14 @@ def occurs(summary: str, value: str) -> bool:
     head, tail = word_char(value[0]), word_char(value[-1])
     i = summary.find(value)
     while i >= 0:  # the first bounded occurrence answers; nothing is widened
-        e = i + len(value)
-        if not ((head and i and word_char(summary[i - 1]))
-                or (tail and e < len(summary) and word_char(summary[e]))):
+        if not _glued(summary, i, i + len(value), head, tail):
             return True
         i = summary.find(value, i + 1)
     return False
+
+
+def _glued(summary: str, start: int, end: int, head: bool, tail: bool) -> bool:
+    """Is ``summary[start:end]`` run into a letter or digit beside it? Only on a side where
+    the value itself ends in one (``head``, ``tail``): ``#W12`` after ``a`` stands apart."""
+    return (head and start > 0 and word_char(summary[start - 1])) or \
+        (tail and end < len(summary) and word_char(summary[end]))
