@@ -181,6 +181,8 @@ class LiteralOutcome(_Model):
     ``value`` is ``None`` exactly when ``sensitive``; ``value_hash`` is always set. Build one with
     ``LiteralOutcome.of(value, key=..., ...)`` so a sensitive value is hashed and dropped for you.
     ``detail`` must never contain a sensitive value (``of`` masks it if it does).
+    ``in_ledger``: still pinned after the compaction (the injected block writes it unless the
+    summary or the tail holds it: ``in_summary``, ``in_tail``).
     """
 
     value: str | None

@@ -18,7 +18,7 @@ import secrets
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
@@ -33,7 +33,7 @@ from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextua
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders, uncut
-from .records import AttemptResult, audit_key, build_record, write_record
+from .records import AttemptResult, audit_key, build_record, held_values, write_record
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
 from .trigger import BACKING_OFF, Decision, Trigger, live_tokens
@@ -74,6 +74,7 @@ class Pinned:
     timeouts: list[Any]
     evicted: list[Eviction]
     oversize: list[Literal] = field(default_factory=list)
+    held: set[str] = field(default_factory=set)  # values the texts beside the block hold
 
 
 @dataclass
@@ -90,6 +91,7 @@ class CompactionResult:
     conversation: Conversation | None = None
     audit_error: str | None = None
     timeouts: list[Any] = field(default_factory=list)  # rules that timed out: turns kept whole
+    block: str | None = None  # the ledger block composed after the summary (None: not compacted)
 
     def report(self) -> dict[str, int]:
         """``pinned`` (ledger entries), ``reasked`` (summarizer calls after the first), then
@@ -157,6 +159,8 @@ class _Plan:
     request_turns: list[Turn]  # the span as the summarizer sees it (an earlier summary cleaned)
     source: list[str]  # the span's texts: what the summary may copy (see validate)
     earlier: Earlier | None = None  # the compaction this one continues, at the span's start
+    budget: int = 0  # the ledger's tokens, fitted when the summary is known
+    salience: Callable[[LedgerEntry], tuple] | None = None
     summarizer: Any = None  # per call: concurrent compactions may use different ones
     refused: str | None = None  # why the span cannot be summarized at all: kept as it was
     must_shrink: bool = False  # fail closed when the composed context would not be smaller
@@ -333,15 +337,30 @@ class Firewall:
 
     def pin(self, ledger: Ledger, turns: Sequence[Turn], *, offset: int = 0,
             compaction: int | None = None, seen: set[str] | None = None,
-            budget: int | Budget | None = None) -> Pinned:
+            budget: int | Budget | None = None, beside: Sequence[str] = ()) -> Pinned:
         """Extract ``turns`` into ``ledger``, drop values another entry carries, and fit the
         budget by the span's salience: the one path a compaction, the vendor wrappers and
         ``firewall eval`` share.
 
         Turn numbers are ``offset`` + position, so provenance survives pruning. Genuine ledger
         blocks are skipped. ``seen`` (digests of raw messages) serves wrappers that receive a
-        whole history with every request: a message is never counted twice.
+        whole history with every request: a message is never counted twice. ``beside``: texts
+        the model's context holds besides the block (a summary, turns kept verbatim); a value
+        they hold stays pinned at no cost, and the block need not write it:
+        ``ledger.render(pinned.held)``.
         """
+        pinned, salience = self._extract(ledger, turns, offset=offset, seen=seen)
+        if not isinstance(budget, int):  # None: the firewall's own budget
+            budget = self.budget_for(turns, budget)
+        pinned.held = held_values(ledger, beside)
+        pinned.evicted = ledger.fit(budget, compaction=compaction, salience=salience,
+                                    held=pinned.held)
+        return pinned
+
+    def _extract(self, ledger: Ledger, turns: Sequence[Turn], *, offset: int,
+                 seen: set[str] | None) -> tuple[Pinned, Callable[[LedgerEntry], tuple]]:
+        """``pin`` without the budget: the literals merged into ``ledger``, and the salience
+        of its entries in these turns."""
         # The firewall's own messages (its summary, its ledger block) are never a source:
         # a value they echo keeps the provenance of its sighting in an original turn, never
         # the "user" role of the message that carries the summary back.
@@ -369,12 +388,8 @@ class Firewall:
         oversize = [lit for lit in scan.literals if len(lit.value) > LITERAL_MAX_CHARS]
         ledger.update(lit for lit in scan.literals if len(lit.value) <= LITERAL_MAX_CHARS)
         originals = [t for t in turns if not is_own_message(t)]
-        span_uses = uses(ledger.entries, originals)
-        if not isinstance(budget, int):  # None: the firewall's own budget
-            budget = self.budget_for(turns, budget)
-        evicted = ledger.fit(budget, compaction=compaction,
-                             salience=contextual_salience(span_uses))
-        return Pinned(scan.literals, scan.timeouts, evicted, oversize)
+        return (Pinned(scan.literals, scan.timeouts, [], oversize),
+                contextual_salience(uses(ledger.entries, originals)))
 
     def budget_for(self, turns: Sequence[Turn] | None,
                    budget: int | str | Budget | None = None) -> int:
@@ -412,13 +427,16 @@ class Firewall:
             own = conversation.turns[earlier.summary_turn]
             request_turns = [Turn(role=own.role, text=earlier.body)] + \
                 conversation.turns[scan_from:span.end]
-        pinned = self.pin(ledger, conversation.turns[scan_from:span.end],
-                          offset=scan_from + (earlier.shift if earlier else 0), compaction=number)
+        # the budget is fitted once the summary is known: what it holds needs no room
+        scanned = conversation.turns[scan_from:span.end]
+        pinned, salience = self._extract(ledger, scanned, seen=None,
+                                         offset=scan_from + (earlier.shift if earlier else 0))
         kept = set(ledger.values())
         plan = _Plan(conversation, span, pinned, ledger, [], number, None,
                      [turn_tokens(t) for t in conversation.turns], request_turns,
                      list(source_texts(request_turns)), earlier,
-                     refused=_unserializable(conversation.turns, span))
+                     refused=_unserializable(conversation.turns, span),
+                     budget=self.budget_for(scanned), salience=salience)
         # a withheld turn's literals stay in it, verbatim: the summary cannot be asked for them
         plan.required = [l for l in self.required_of(pinned.literals, conversation)
                          if l.value in kept and plan.index(l.turn) not in plan.withheld]
@@ -584,17 +602,23 @@ class Firewall:
     def _result(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
                 keep: set[int], error: str | None) -> CompactionResult:
         conversation, span, ledger = plan.conversation, plan.span, plan.ledger
-        block = ledger.render()
+        turns = conversation.turns
+        verbatim = "\n".join([turns[i].text for i in sorted(keep)] +
+                              [t.text for t in turns[span.end:]])
         composed_text, after = None, sum(plan.turn_tokens)
         if summary is not None:
             header = SUMMARY_HEADER.format(first=_first_turn(plan), last=plan.number(span.end - 1))
             composed_text = f"{header}\n\n{summary}"
+        # the block writes what the rest of the composed context does not hold
+        block = self._fit(plan, [composed_text, verbatim] if composed_text else [])
+        if composed_text is not None:
             composed = _composed_tokens(plan, composed_text, block, keep)
             grown = self._grown(plan, composed) if plan.must_shrink else None
             if grown is None:
                 after = composed
             else:  # fail closed: the trigger's compaction never enlarges
                 summary, composed_text, error = None, None, grown
+                block = self._fit(plan, [])
         if composed_text is None:
             messages = [t.raw for t in conversation.turns if t.raw is not None]
         else:
@@ -605,15 +629,24 @@ class Firewall:
         except AuditError as exc:  # the compaction stands; secrets are still never in clear
             key = secrets.token_bytes(32)
             key_error = f"audit key unavailable, this record is hashed with a one-time key: {exc}"
-        record = self._record(plan, attempts, summary, after, keep, error, block, key)
+        record = self._record(plan, attempts, summary, after, verbatim, error, block, key)
         result = CompactionResult(messages=messages, ledger=ledger, record=record,
                                   compacted=summary is not None, summary=composed_text,
                                   verdict=verdict, attempts=attempts, conversation=conversation,
-                                  timeouts=list(plan.pinned.timeouts))
+                                  timeouts=list(plan.pinned.timeouts),
+                                  block=block if composed_text is not None else None)
         result.audit_error = write_record(self.audit, record) or key_error
         if record.compaction != plan.compaction:  # the log gave it the next free number
             self._renumbered(ledger.conversation_id, plan, record.compaction)
         return result
+
+    def _fit(self, plan: _Plan, beside: Sequence[str]) -> str:
+        """Fit the ledger to this compaction's budget, values the texts ``beside`` the block
+        hold costing nothing (see ``pin``); returns the block that writes the rest."""
+        held = held_values(plan.ledger, beside)
+        plan.pinned.evicted += plan.ledger.fit(plan.budget, compaction=plan.compaction,
+                                               salience=plan.salience, held=held)
+        return plan.ledger.render(held)
 
     def _grown(self, plan: _Plan, after: int) -> str | None:
         """Why a composition of ``after`` tokens would not shrink the conversation (None when
@@ -649,13 +682,12 @@ class Firewall:
             self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
     def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
-                after: int, keep: set[int], error: str | None, block: str,
+                after: int, verbatim: str, error: str | None, block: str,
                 key: bytes) -> AuditRecord:
         """``after``: the tokens of the conversation the compaction leaves (``_composed_tokens``,
-        which counts the span turns kept verbatim; ``before`` when it failed)."""
-        span, turns = plan.span, plan.conversation.turns
-        verbatim = "\n".join([turns[i].text for i in sorted(keep)] +
-                              [t.text for t in turns[span.end:]])
+        which counts the span turns kept verbatim; ``before`` when it failed); ``verbatim``:
+        the text of those turns and of the tail."""
+        span = plan.span
         before = sum(plan.turn_tokens)
         return build_record(
             self, plan.ledger, vendor_path=summarizer_path(plan.summarizer),

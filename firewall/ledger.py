@@ -47,7 +47,7 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import ahocorasick
@@ -227,27 +227,32 @@ class Ledger(BaseModel):
 
     def fit(self, budget_tokens: int, *, count: TokenCounter = count_tokens,
             compaction: int | None = None,
-            salience: Callable[[LedgerEntry], tuple] = salience) -> list[Eviction]:
-        """Evict the least salient entries until ``count(self.render()) <= budget_tokens``.
+            salience: Callable[[LedgerEntry], tuple] = salience,
+            held: Collection[str] = ()) -> list[Eviction]:
+        """Evict the least salient entries until ``count(self.render(held)) <= budget_tokens``.
 
         Evicts as few entries as possible in salience order (ties: older first sighting goes
-        first; an entry a longer one carries goes after its carriers). Only an empty ledger may
-        still exceed the budget. Returns the new evictions, also appended to ``self.evictions``.
+        first; an entry a longer one carries goes after its carriers). Entries whose value is
+        in ``held`` (the composed context holds them elsewhere: the summary, the kept turns)
+        cost nothing and stay. Only a block without evictable entries may still exceed the
+        budget. Returns the new evictions, also appended to ``self.evictions``.
         """
         entries = self.entries
         n = len(entries)
-        if n == 0:
+        held_at = {i for i, e in enumerate(entries) if e.value in held}
+        if n == len(held_at):
             return []
         carriers = _carriers(entries)
-        # a carried entry costs nothing while a carrier stays: it goes after all of them
+        written = {i: cs - held_at for i, cs in carriers.items() if cs - held_at}
+        # a carried entry costs nothing while a written carrier stays: it goes after all of them
         keys = [salience(e) for e in entries]
-        ranks = [max([keys[i]] + [keys[c] for c in carriers.get(i, ())]) for i in range(n)]
-        order = sorted(range(n), key=lambda i: (ranks[i], i in carriers, i))
+        ranks = [max([keys[i]] + [keys[c] for c in written.get(i, ())]) for i in range(n)]
+        order = sorted((i for i in range(n) if i not in held_at),
+                       key=lambda i: (ranks[i], i in written, i))
+        m = len(order)
 
         def tokens(k: int) -> int:
-            drop = set(order[:k])
-            shown = [e for i, e in enumerate(entries) if i not in drop and
-                     not any(c not in drop for c in carriers.get(i, ()))]
+            shown = _shown(entries, carriers, set(order[:k]) | held_at)
             return count(_render(self.nonce, self.key, block_lines(shown)))
 
         def fits(k: int) -> bool:
@@ -266,9 +271,9 @@ class Ledger(BaseModel):
             line_of[run.start:run.stop] = [r] * len(run)
         prefix = [count(_prefix(entries[run.start])) + 1 for run in runs]  # and its newline
         value = [count(VALUE_SEP + value_text(e.value)) for e in entries]
-        hidden_by = {i: len(cs) for i, cs in carriers.items()}  # carriers still kept
+        hidden_by = {i: len(cs) for i, cs in written.items()}  # its carriers still written
         carried: dict[int, list[int]] = {}
-        for i, cs in carriers.items():
+        for i, cs in written.items():
             for c in cs:
                 carried.setdefault(c, []).append(i)
         shown_on = [0] * len(runs)  # entries written on each line
@@ -282,12 +287,12 @@ class Ledger(BaseModel):
             if shown_on[line] == (1 if sign > 0 else 0):  # the line appears or goes
                 guess += sign * prefix[line]
 
-        for i in range(n):
+        for i in order:
             if i not in hidden_by:
                 show(i, 1)
         estimated = guess
         k0 = 0
-        while k0 < n and guess > budget_tokens:
+        while k0 < m and guess > budget_tokens:
             i = order[k0]
             if not hidden_by.get(i):
                 show(i, -1)
@@ -297,9 +302,9 @@ class Ledger(BaseModel):
                 if hidden_by[j] == 0:  # its last carrier went: written again
                     show(j, 1)
             k0 += 1
-        lo, hi = -1, n  # fits(lo) is false (lo = -1: nothing known); evicting all is the floor
+        lo, hi = -1, m  # fits(lo) is false (lo = -1: nothing known); evicting all is the floor
         step = 1
-        probe = tokens(k0) if k0 < n else None
+        probe = tokens(k0) if k0 < m else None
         if probe is not None and abs(probe - guess) > max(2, probe // 50):
             lo, hi = (lo, k0) if probe <= budget_tokens else (k0, hi)  # not additive: bisect
         elif probe is not None and probe <= budget_tokens:
@@ -348,12 +353,13 @@ class Ledger(BaseModel):
 
     # -- block ----------------------------------------------------------------------------
 
-    def render(self) -> str:
+    def render(self, held: Collection[str] = ()) -> str:
         """The block to re-inject into the model's context (no trailing newline). An entry
-        whose value a longer entry carries (see ``_carriers``) is not written twice."""
-        carriers = _carriers(self.entries)
+        whose value a longer written entry carries (see ``_carriers``) is not written twice,
+        nor one whose value is in ``held`` (the composed context holds it elsewhere)."""
+        gone = {i for i, e in enumerate(self.entries) if e.value in held}
         return _render(self.nonce, self.key,
-                       block_lines(e for i, e in enumerate(self.entries) if i not in carriers))
+                       block_lines(_shown(self.entries, _carriers(self.entries), gone)))
 
     @staticmethod
     def parse(text: str, nonce: str, key: str) -> list[BlockEntry]:
@@ -483,6 +489,14 @@ def _carriers(entries: Sequence[LedgerEntry]) -> dict[int, set[int]]:
                     not (end < len(text) and text[end].isalnum()):
                 carriers.setdefault(i, set()).add(j)
     return carriers
+
+
+def _shown(entries: Sequence[LedgerEntry], carriers: dict[int, set[int]],
+           gone: set[int]) -> list[LedgerEntry]:
+    """The entries a block writes when those at ``gone`` are not written: all others but the
+    ones a written entry carries."""
+    return [e for i, e in enumerate(entries) if i not in gone and
+            not any(c not in gone for c in carriers.get(i, ()))]
 
 
 def block_lines(entries: Iterable[LedgerEntry]) -> list[str]:

@@ -12,7 +12,7 @@ the tail means as the validator's ``present``: ``100`` is not in ``1000``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,24 @@ def audit_key(audit: Any) -> bytes:
     return getattr(audit, "key", None) or installation_key()
 
 
+def present(values: Iterable[str], texts: dict[int, str]) -> dict[str, int]:
+    """For each value held by one of ``texts`` as the validator's ``present`` means it (not
+    glued to a letter or digit), the OR of those texts' bits (keys of ``texts``). One pass over
+    each text finds the bytes for every value (a search per value costs values x text); the
+    boundaries are checked only where it found them."""
+    found = {}
+    for value, bits in occurring(values, texts).items():
+        held = sum(bit for bit, text in texts.items() if bits & bit and occurs(text, value))
+        if held:
+            found[value] = held
+    return found
+
+
+def held_values(ledger: Ledger, texts: Sequence[str]) -> set[str]:
+    """The ledger's values that one of ``texts`` holds (as ``present`` means it)."""
+    return set(present(ledger.values(), {1 << i: text for i, text in enumerate(texts)}))
+
+
 def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
                      summary: str | None, verdict: Verdict | None, compacted: bool,
                      verbatim: str = "", repaired: bool = False, opaque: bool = False,
@@ -71,18 +89,9 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     mutated: dict[str, Any] = {f.value: f for f in (verdict.mutated if verdict else ())}
     secrets = SecretIndex([e.value for e in ledger.entries if e.sensitive])
     evicted, unpinned = list(evicted), list(unpinned)
-    # one pass over each text for every value: a search per value costs values x text
-    found = occurring([e.value for e in ledger.entries] + [e.value for e in evicted]
-                      + [lit.value for lit in unpinned],
-                      {IN_SUMMARY: summary or "", IN_VERBATIM: verbatim})
-
-    # present as the validator means it: not glued to a letter or digit (checked only where the
-    # one pass found the bytes)
-    def in_summary(value: str) -> bool:
-        return bool(found.get(value, 0) & IN_SUMMARY) and occurs(summary or "", value)
-
-    def in_verbatim(value: str) -> bool:
-        return bool(found.get(value, 0) & IN_VERBATIM) and occurs(verbatim, value)
+    found = present([e.value for e in ledger.entries] + [e.value for e in evicted]
+                    + [lit.value for lit in unpinned],
+                    {IN_SUMMARY: summary or "", IN_VERBATIM: verbatim})
 
     outcomes: list[dict[str, Any]] = []  # LiteralOutcome.of's arguments, validated at once
     pinned = [(e.value, e.rule, e.role, e.first_seen, e.sensitive, None) for e in ledger.entries]
@@ -90,7 +99,8 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
     for value, rule, role, turn, sensitive, eviction in pinned + dropped:
         # a value that contains a secret, or is a piece of one, is stored hashed too
         sensitive = sensitive or secrets.touches(value)
-        summarized, tail = in_summary(value), in_verbatim(value)
+        summarized = bool(found.get(value, 0) & IN_SUMMARY)
+        tail = bool(found.get(value, 0) & IN_VERBATIM)
         finding = mutated.get(value)
         if opaque and eviction is None:
             status = "opaque"
@@ -110,12 +120,13 @@ def literal_outcomes(ledger: Ledger, evicted: Iterable[Eviction], *, key: bytes,
             sensitive=sensitive, in_summary=summarized, in_ledger=injected and eviction is None,
             in_tail=tail, mixed_script=mixed_script(value), detail="; ".join(details) or None))
     for lit in unpinned:
-        kept = not compacted or in_verbatim(lit.value)
+        kept = not compacted or bool(found.get(lit.value, 0) & IN_VERBATIM)
         outcomes.append(dict(
             value=lit.value, rule=lit.rule, role=lit.role, turn=max(lit.turn, 0),
             sensitive=lit.sensitive or secrets.touches(lit.value),
             status="kept_verbatim" if kept else "missing",
-            in_summary=in_summary(lit.value), in_tail=kept, mixed_script=mixed_script(lit.value),
+            in_summary=bool(found.get(lit.value, 0) & IN_SUMMARY), in_tail=kept,
+            mixed_script=mixed_script(lit.value),
             detail=f"not pinned: {len(lit.value)} characters, over the {LITERAL_MAX_CHARS}-"
                    f"character cap on literals; " + (f"turn {lit.turn} kept verbatim" if kept
                                                        else "nothing kept it")))

@@ -15,10 +15,12 @@ context unchanged.
 After each compaction the composed context (summary + ledger + kept turns) is measured against
 the rest of the recording with ``firewall eval``'s gold (``evaluate.gold_set``): the strict gold
 (``gold``, ``lost``, ``recall_*``) and its ID-like part (``*_id_like``), in the composed context
-and in the ledger alone. ``k`` is the index, in the recording, of the last message the
-compaction covered (failed closed: would have covered); it never goes back, since a span opens
-on the earlier summary, which stands for every message up to the earlier ``k``. What is written
-follows ``replaylog``; a sensitive literal is written ``[sensitive]``, in every output.
+and in the ledger alone (every value it pins: the block writes those that the summary and the
+kept turns do not hold; ``ledger_tokens`` is the block's). ``k`` is the index, in the
+recording, of the last message the compaction covered (failed closed: would have covered); it
+never goes back, since a span opens on the earlier summary, which stands for every message up
+to the earlier ``k``. What is written follows ``replaylog``; a sensitive literal is written
+``[sensitive]``, in every output.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import IO, Any
 
 from .budget import Budget, parse_budget
 from .compose import turn_tokens
-from .evaluate import decoded_values, gold_set, occurs, source_of, uses_after
+from .evaluate import gold_set, occurs, source_of, uses_after
 from .formats import parse_messages
 from .ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
@@ -191,8 +193,10 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     k = live.covered = max([live.covered, *covered])
     span_tokens = sum(turn_tokens(t) for t, _ in dropped)
 
-    block = ledger.render()
-    ledger_text = f"{block}\n{decoded_values(ledger)}"
+    # the ledger alone: every pinned value, whether the block writes it or the summary or the
+    # kept turns hold it; its cost is the block's (none: not compacted)
+    block = result.block or ""
+    ledger_text = "\n".join(ledger.values())
     summary = result.summary or ""
     kept_text = "\n".join(turn_text(t) for t, o in zip(live.turns, live.origin)
                           if o is not None and t.role != "system")
@@ -210,7 +214,7 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     return ReplayCompaction(
         compaction=number, k=k, at_message=at, trigger=trigger.policy, tokens_before=before,
         tokens_after=live.tokens, span_tokens=span_tokens,
-        ledger_tokens=count_tokens(block) if result.compacted else 0,  # failed: none injected
+        ledger_tokens=count_tokens(block) if block else 0,
         compacted=result.compacted, attempts=attempts, reasks=max(0, attempts - 1),
         pinned=len(ledger), in_summary=sum(o.in_summary and o.in_ledger
                                            for o in result.record.literals),

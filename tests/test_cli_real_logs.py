@@ -390,12 +390,14 @@ def test_audit_show_is_readable_and_json_on_demand(capsys, tmp_path):
 
 
 def test_shell_strings_read_as_typed_in_the_compact_view(capsys, tmp_path):
-    # a short argument value is pinned whole (a free-text command is not: its parts are)
+    # a short argument value is pinned whole (a free-text command is not: its parts are); the
+    # offline summary shows a call's first six arguments, so the block writes the seventh
     log = tmp_path / "log.jsonl"
+    flags = {f"flag{i}": True for i in range(6)}
     log.write_text(json.dumps({"id": "s", "messages": [
         {"role": "user", "content": "run the tests"},
         {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "name": "run", "arguments": {"target": "./check 2>&1"}}]},
+            {"id": "c1", "name": "run", "arguments": {**flags, "target": "./check 2>&1"}}]},
         {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "1 failed"},
         {"role": "user", "content": "thanks"},
         {"role": "assistant", "content": "done"}]}) + "\n")

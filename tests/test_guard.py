@@ -413,7 +413,7 @@ def test_report_counts_each_literal_once_by_its_audit_status(packs):
     assert report["evicted"] and report["in_summary"] == 1 and report["reinjected"]
 
 
-def test_an_evicted_literal_keeps_its_turn_and_is_evicted_only_if_the_context_lost_it(packs):
+def test_an_evicted_literal_keeps_its_turn_and_what_the_tail_holds_takes_no_room(packs):
     fillers = [f"#W{i:07d}" for i in range(40)]
     messages = conversation()
     messages[3]["content"] = json.dumps({"order_id": "#W77", "item_ids": fillers})
@@ -421,15 +421,18 @@ def test_an_evicted_literal_keeps_its_turn_and_is_evicted_only_if_the_context_lo
     messages[-1]["content"] = "Checking " + json.dumps({"item_ids": fillers[:20]})
     result = Firewall(packs, keep_last=2, budget_tokens=80).compact(
         messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
-    dropped = {lit.value: lit for lit in result.record.literals
+    outcomes = {lit.value: lit for lit in result.record.literals}
+    dropped = {v for v, lit in outcomes.items()
                if (lit.detail or "").startswith("evicted from the ledger")}
-    assert {e.value for e in result.ledger.evictions} == set(dropped)
-    assert {lit.turn for lit in dropped.values()} == {3}  # the tool result, not turn 0
-    in_tail = {v for v in dropped if v in fillers[:20]}
-    assert in_tail and len(in_tail) < len(dropped)
-    assert {v: dropped[v].status for v in dropped} == {
-        v: "kept_verbatim" if v in in_tail else "evicted" for v in dropped}
-    assert all(dropped[v].in_tail for v in in_tail)
+    assert {e.value for e in result.ledger.evictions} == dropped
+    assert dropped and {outcomes[v].turn for v in dropped} == {3}  # the tool result, not turn 0
+    assert all(outcomes[v].status == "evicted" for v in dropped)
+    # the tail's ids stay pinned, and the block leaves them to the tail
+    tail = set(fillers[:20])
+    assert not dropped & tail and tail <= set(result.ledger.values())
+    assert all(outcomes[v].status == "kept_verbatim" and outcomes[v].in_tail for v in tail)
+    block = block_of(result.messages)
+    assert not any(v in block for v in tail) and INVOICE not in block
 
 
 def test_recompaction_keeps_one_turn_numbering_and_never_quotes_its_own_summary(packs):
@@ -456,6 +459,29 @@ def test_recompaction_keeps_one_turn_numbering_and_never_quotes_its_own_summary(
     assert sent[0] == f"Asked about {INVOICE}."
     assert not any("Summary of the earlier" in t or "<<<ledger" in t for t in sent)
     assert second.summary.count("Summary of the earlier conversation") == 1
+
+
+def block_of(messages) -> str:
+    [block] = [m["content"] for m in messages if "<<<ledger" in str(m.get("content"))]
+    return block
+
+
+def test_the_block_writes_what_the_summary_lacks_and_writes_it_again_once_dropped(packs):
+    fw = Firewall(packs, keep_last=1)
+    first = fw.compact(conversation(), summarizer=ScriptedSummarizer(
+        [f"{INVOICE} was charged twice; {OTHER} refunded the first charge."]))
+    # the summary holds both invoices: the ledger pins them and the block does not repeat them
+    assert {INVOICE, OTHER} <= set(first.ledger.values())
+    assert INVOICE not in block_of(first.messages) and OTHER not in block_of(first.messages)
+    statuses = {o.value: o.status for o in first.record.literals}
+    assert statuses[INVOICE] == statuses[OTHER] == "in_summary"
+    # a later summary that drops OTHER: the cumulative ledger writes it in the new block
+    later = first.messages + [{"role": "user", "content": "And now?"},
+                              {"role": "assistant", "content": "Still checking."}]
+    second = fw.compact(later, summarizer=ScriptedSummarizer([f"{INVOICE} was charged twice."]),
+                        ledger=first.ledger)
+    assert OTHER in block_of(second.messages) and INVOICE not in block_of(second.messages)
+    assert {o.value: o.status for o in second.record.literals}[OTHER] == "reinjected"
 
 
 def test_a_mixed_script_literal_is_flagged_in_the_audit_record(packs, tmp_path):

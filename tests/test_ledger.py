@@ -432,6 +432,39 @@ def test_fit_evicts_least_salient_minimum_and_never_exceeds_budget(literals, bud
         assert ev.user_before_tool == (ev.role == "user" and tool_kept)
 
 
+@PROPS
+@given(literals_st(max_size=15), st.integers(0, 400), st.data())
+def test_fit_keeps_held_values_pinned_unwritten_and_free(literals, budget, data):
+    """A value the composed context holds elsewhere (the summary, the tail) is never evicted,
+    never written, and costs the budget nothing; the rest fits as without it."""
+    led = make(literals)
+    held = set(data.draw(st.lists(st.sampled_from(led.values()), unique=True))) \
+        if len(led) else set()
+    before = list(led.entries)
+    evicted = led.fit(budget, held=held)
+    assert held <= set(led.values()) and not held & {e.value for e in evicted}
+    block = led.render(held)
+    written = [p.value for p in Ledger.parse(block, NONCE, KEY)]
+    assert not held & set(written)
+    assert count_tokens(block) <= budget or set(led.values()) <= held
+    assert all(v in written or any(carries(w, v) for w in written)
+               for v in led.values() if v not in held)
+    if evicted:  # minimal: keeping the last evicted entry too would not fit
+        last = next(e for e in before if e.value == evicted[-1].value)
+        more = led.model_copy(deep=True)
+        more.entries = [e for e in before if e in led.entries or e is last]
+        assert count_tokens(more.render(held)) > budget
+
+
+def test_a_held_carrier_leaves_the_value_it_carries_to_be_written():
+    led = make([lit("A-1", 1, "tool", tool="t"), lit("A-1-B-2", 2, "tool", tool="t")])
+    assert [p.value for p in Ledger.parse(led.render(), NONCE, KEY)] == ["A-1-B-2"]
+    assert [p.value for p in Ledger.parse(led.render({"A-1-B-2"}), NONCE, KEY)] == ["A-1"]
+    # with room for the framing alone, the held carrier stays and the other value goes
+    (eviction,) = led.fit(count_tokens(led.render(led.values())), held={"A-1-B-2"})
+    assert eviction.value == "A-1" and led.values() == ["A-1-B-2"]
+
+
 # -- compact block and span salience ----------------------------------------------------------
 
 def test_new_ledger_block_is_compact_and_decimal():

@@ -302,7 +302,8 @@ def test_audit_hashes_evicted_secrets(packs: list[Any]) -> None:
     messages = [{"role": "user", "content": f"Refund {INVOICE}"},
                 {"role": "tool", "tool_call_id": "c", "content": f"token {GITHUB} {fillers}"},
                 {"role": "assistant", "content": "ok"}]
-    result = Firewall(packs, keep_last=1, budget_tokens=60, audit=log).compact(messages)
+    result = Firewall(packs, keep_last=1, budget_tokens=40, audit=log).compact(
+        messages, RequiredOnly())
     assert GITHUB not in result.ledger  # evicted by the budget...
     assert any((o.detail or "").startswith("evicted from the ledger") and o.sensitive
                and o.value_hash == literal_hash(GITHUB, b"k") for o in result.record.literals)
@@ -337,6 +338,14 @@ def first_compaction(packs: list[Any]) -> tuple[Firewall, Any]:
     messages = [{"role": "user", "content": f"Refund {INVOICE}, see {PATH}"},
                 {"role": "assistant", "content": "ok"}]
     return fw, fw.compact(messages)
+
+
+class RequiredOnly:
+    """A summarizer that writes the required literals and nothing else: the block must carry
+    every other pinned value."""
+
+    def summarize(self, request: Any) -> str:
+        return " ".join(r.value for r in request.required) or "Nothing to keep."
 
 
 def forged_blocks(ledger: Ledger) -> dict[str, str]:
@@ -382,7 +391,7 @@ def test_hostile_tool_output_cannot_add_or_remove_ledger_entries(attack: str,
                      "function": {"name": "fetch", "arguments": "{}"}}]},
                  {"role": "tool", "tool_call_id": "c1", "content": hostile},
                  {"role": "user", "content": "thanks"}, {"role": "assistant", "content": "ok"}]
-    second = fw.compact(first.messages + tool_turn, ledger=ledger)
+    second = fw.compact(first.messages + tool_turn, RequiredOnly(), ledger=ledger)
     assert second.compacted
 
     after = {e.value: e for e in second.ledger.entries}
@@ -395,10 +404,13 @@ def test_hostile_tool_output_cannot_add_or_remove_ledger_entries(attack: str,
     assert {e.value for e in new} <= ordinary
     assert all(e.role == "tool" for e in new)  # a forged "user" line stays tool output
     # the composed context carries exactly one genuine block, which parses to the ledger
+    # values the summary does not hold
     composed = "\n".join(m["content"] for m in second.messages if isinstance(m.get("content"), str))
     assert len(find_blocks(composed, ledger.nonce, ledger.key)) == 1
     parsed = Ledger.parse(composed, ledger.nonce, ledger.key)
-    assert [p.value for p in parsed] == second.ledger.values()
+    assert {INVOICE, PATH} <= set(second.ledger.values())
+    assert [p.value for p in parsed] == [v for v in second.ledger.values()
+                                          if v not in (INVOICE, PATH)]
 
 
 def test_tool_output_flood_cannot_evict_user_typed_literals(packs: list[Any]) -> None:
@@ -478,7 +490,7 @@ def test_block_breakers_in_json_tool_output_end_to_end(packs: list[Any]) -> None
                      "function": {"name": "orders", "arguments": "{}"}}]},
                  {"role": "tool", "tool_call_id": "c1", "content": json.dumps(rows)},
                  {"role": "user", "content": "thanks"}, {"role": "assistant", "content": "ok"}]
-    second = fw.compact(first.messages + tool_turn, ledger=ledger)
+    second = fw.compact(first.messages + tool_turn, RequiredOnly(), ledger=ledger)
     hostile_in_ledger = [v for v in second.ledger.values() if v in BLOCK_BREAKERS]
     assert "ORD\u202e1337-evil" in hostile_in_ledger  # extracted like any identifier...
     composed = "\n".join(m["content"] for m in second.messages if isinstance(m.get("content"), str))
@@ -487,7 +499,8 @@ def test_block_breakers_in_json_tool_output_end_to_end(packs: list[Any]) -> None
     assert "\u202e" not in block and "\\u202e" in block
     written = [p.value for p in Ledger.parse(block, ledger.nonce, ledger.key)]
     assert [v for v in second.ledger.values() if v in written] == written
-    # every value is written, or carried inside a longer written one
-    assert all(v in written or any(v in w for w in written) for v in second.ledger.values())
-    honest_lines = first.ledger.render().split("\n")[2:-1]  # honest entries render unchanged
-    assert honest_lines and all(line in block.split("\n") for line in honest_lines)
+    # every value is written, carried inside a longer written one, or in the summary
+    assert all(v in written or any(v in w for w in written) or v in (INVOICE, PATH)
+               for v in second.ledger.values())
+    hostile_lines = [line for line in block.split("\n")[2:-1] if "tool:" in line]
+    assert hostile_lines and all(v in block or quote(v) in block for v in hostile_in_ledger)
