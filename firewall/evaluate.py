@@ -257,10 +257,10 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     texts = [turn_text(t) for t in span]
     span_tokens = sum(count_tokens(t) for t in texts)
 
+    # a Budget as a compaction reads it
+    budget = budget if isinstance(budget, Budget) else budget_tokens(budget, span_tokens)
     ledger = Ledger.new(conversation.id)
-    firewall.pin(ledger, turns[start:k + 1], offset=start,  # a Budget: as a compaction does
-                 budget=budget if isinstance(budget, Budget)
-                 else budget_tokens(budget, span_tokens))
+    firewall.pin(ledger, turns[start:k + 1], offset=start, budget=budget)
     block = ledger.render()
     gold = gold_set(conversation, k)
     oracle = oracle_ledger(conversation, gold).render()
@@ -287,8 +287,14 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     }
     if agent_summary is not None:
         cut.contexts["agent"] = ctx(agent_summary)
-        text = ctx(agent_summary, block, decoded_values(ledger))[0]
-        cut.contexts["agent+ledger"] = (text, count_tokens(agent_summary) + count_tokens(block))
+        # the block a wrapper writes after the agent's summary: what the summary does not hold
+        beside = Ledger.new(conversation.id)
+        held = firewall.pin(beside, turns[start:k + 1], offset=start, budget=budget,
+                            beside=[agent_summary]).held
+        beside_block = beside.render(held)
+        text = ctx(agent_summary, beside_block, decoded_values(beside))[0]
+        cut.contexts["agent+ledger"] = (text, count_tokens(agent_summary)
+                                        + count_tokens(beside_block))
     # the decoded copy of escaped values is for matching only: cost is the block's
     cut.contexts["ledger"] = (cut.contexts["ledger"][0], count_tokens(block))
     cut.contexts["ledger+tail"] = (cut.contexts["ledger+tail"][0],
