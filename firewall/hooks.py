@@ -14,8 +14,9 @@ Events:
 ``post-compact``
     Does the same (so a skipped PreCompact loses nothing), then validates the summary against the
     ledger: Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
-    compaction leaves it empty: opaque). Writes an audit record; warns via ``systemMessage`` when
-    a required literal is missing or altered. Both clients fire ``PostCompact`` only after a
+    compaction leaves it empty: opaque). Fits the ledger's budget, the values that summary holds
+    costing nothing (they stay pinned, but the block will not repeat them). Writes an audit
+    record; warns via ``systemMessage`` when a required literal is missing or altered. Both clients fire ``PostCompact`` only after a
     compaction succeeded, so every record says ``compacted``; a failed compaction leaves no record.
 
 The events carry only the fields the clients publish (Claude Code's hooks reference; Codex's
@@ -23,13 +24,15 @@ generated hook input schemas, which close the object): ``session_id``, ``transcr
 ``compact_summary`` (Claude Code ``PostCompact``) and ``source`` (``SessionStart``). The test
 fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 ``session-start``
-    With ``source == "compact"``: prints the rendered ledger as ``additionalContext``.
+    With ``source == "compact"``: prints the rendered ledger as ``additionalContext``: the
+    pinned values the summary does not hold.
 ``user-prompt-submit``
     Prints the ledger as ``additionalContext`` once after a compaction, if ``session-start`` did
     not (the Codex route: its ``SessionStart`` has no ``compact`` source in every release).
 
 Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with its
-HMAC key, the transcript offset read so far, the re-injection flag), written atomically; the
+HMAC key, the transcript offset read so far, the re-injection flag, the values the last summary
+held), written atomically; the
 state dir is ``FIREWALL_STATE_DIR`` or the user state dir. The audit log is
 ``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the agent: on any error it
 writes one line to stderr and exits 0.
@@ -45,13 +48,14 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import platformdirs
 
+from .budget import Budget
 from .errors import FirewallError
 from .formats.transcripts import TranscriptChunk, read_transcript
 
@@ -92,12 +96,13 @@ class SessionState:
     offset: int = 0
     turns: int = 0
     pending: bool = False  # the ledger still has to be re-injected after a compaction
+    held: list[str] = field(default_factory=list)  # values the agent's last summary holds
 
     def to_json(self) -> str:
         # ensure_ascii: a lone surrogate a ledger value may hold round-trips as \\udxxx
         return json.dumps({"version": 1, "session_id": self.session_id,
                            "transcript": self.transcript, "offset": self.offset,
-                           "turns": self.turns, "pending": self.pending,
+                           "turns": self.turns, "pending": self.pending, "held": self.held,
                            "ledger": json.loads(self.ledger.to_json())}, indent=1)
 
 
@@ -109,7 +114,8 @@ def load_state(session_id: str) -> SessionState:
         data = json.loads(path.read_text(encoding="utf-8"))
         return SessionState(session_id, Ledger.model_validate(data["ledger"]),
                             data.get("transcript"), int(data.get("offset", 0)),
-                            int(data.get("turns", 0)), bool(data.get("pending")))
+                            int(data.get("turns", 0)), bool(data.get("pending")),
+                            [str(v) for v in data.get("held", [])])
     except FileNotFoundError:
         return SessionState(session_id, Ledger.new(session_id))
     except (ValueError, KeyError, TypeError) as exc:
@@ -164,7 +170,8 @@ def _locked(session_id: str) -> Iterator[None]:
 # ── the hook handlers ────────────────────────────────────────────────────────────────────────
 
 def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptChunk:
-    """Extract from the transcript lines not read yet into the session's ledger."""
+    """Extract from the transcript lines not read yet into the session's ledger. The budget is
+    fitted when the summary is known (``post_compact``), or before a re-injection."""
     from .guard import ledger_blocks
 
     path = event.get("transcript_path")
@@ -180,7 +187,6 @@ def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptCh
         sys.stderr.write(f"literal-firewall: rule {timeout.rule} timed out on transcript turn "
                          f"{timeout.turn + state.turns}; its literals may be missing\n")
     state.ledger.update(scan.literals)
-    state.ledger.fit(fw.budget_for(None))  # the span is the whole transcript: the cap
     state.transcript, state.offset = path, chunk.offset
     state.turns += len(chunk.turns)
     return chunk
@@ -197,17 +203,23 @@ def pre_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> d
 
 def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
                  audit: Any = None) -> dict | None:
+    from .records import held_values
+
     with _locked(_session(event)):
         state = load_state(_session(event))
         chunk = _update(state, event, fw)
+        summary = event.get("compact_summary")
+        if not isinstance(summary, str):  # Codex: the summary is in the rollout, when local
+            summary = chunk.summaries[-1] if chunk.summaries else None
+        # what the summary holds stays pinned at no cost: the block will not repeat it
+        state.held = sorted(held_values(state.ledger, [summary] if summary else []))
+        evicted = _fit(state, fw)
         state.pending = True
         save_state(state)
-    summary = event.get("compact_summary")
-    if not isinstance(summary, str):  # Codex: the summary is in the rollout, when local
-        summary = chunk.summaries[-1] if chunk.summaries else None
     log = audit if audit is not None else _audit_log()
     # Both clients fire PostCompact only after a compaction succeeded, and send no status
-    record = audit_record(state.ledger, summary or None, fw, agent=agent, log=log)
+    record = audit_record(state.ledger, summary or None, fw, agent=agent, log=log,
+                          evicted=evicted)
     log.write(record)
     verdict = record.attempts[0].verdict
     lost = [v if not v.startswith("hmac:") else "(sensitive)"
@@ -219,17 +231,26 @@ def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
     return None
 
 
+def _fit(state: SessionState, fw: Any) -> list[Any]:
+    """Fit the ledger to the budget's cap (the span is the whole transcript), the values the
+    agent's last summary holds costing nothing; returns the evictions. Without a firewall (the
+    re-injecting hooks do not load the packs): the default budget's cap."""
+    cap = fw.budget_for(None) if fw is not None else Budget().tokens(None)
+    return state.ledger.fit(cap, held=set(state.held))
+
+
 def session_start(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> dict | None:
     if event.get("source") != "compact":
         return None
-    return _reinject(event, "SessionStart")
+    return _reinject(event, fw, "SessionStart")
 
 
 def user_prompt_submit(event: dict[str, Any], fw: Any, agent: str = "codex") -> dict | None:
-    return _reinject(event, "UserPromptSubmit", only_pending=True)
+    return _reinject(event, fw, "UserPromptSubmit", only_pending=True)
 
 
-def _reinject(event: dict[str, Any], hook_event: str, only_pending: bool = False) -> dict | None:
+def _reinject(event: dict[str, Any], fw: Any, hook_event: str,
+              only_pending: bool = False) -> dict | None:
     session = _session(event)
     if not session_path(session).exists():
         return None
@@ -237,14 +258,15 @@ def _reinject(event: dict[str, Any], hook_event: str, only_pending: bool = False
         state = load_state(session)
         if (only_pending and not state.pending) or not len(state.ledger):
             return None
+        _fit(state, fw)  # a no-op after post_compact; the budget when it did not run
         state.pending = False
         save_state(state)
     return {"hookSpecificOutput": {"hookEventName": hook_event,
-                                   "additionalContext": state.ledger.render()}}
+                                   "additionalContext": state.ledger.render(state.held)}}
 
 
 def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str,
-                 log: Any = None) -> Any:
+                 log: Any = None, evicted: Iterable[Any] = ()) -> Any:
     """The record of a compaction the agent did: ``summary=None`` when it is opaque."""
     from .records import AttemptResult, build_record
     from .validate import validate
@@ -255,7 +277,7 @@ def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str,
     number = log.next_compaction_number(ledger.conversation_id) if log is not None else 1
     return build_record(
         fw, ledger, vendor_path=VENDOR_PATH.get(agent, agent), compaction=number, span=None,
-        turns_compacted=0, tokens_before=0, summary=summary, verdict=verdict, evicted=(),
+        turns_compacted=0, tokens_before=0, summary=summary, verdict=verdict, evicted=evicted,
         attempts=[AttemptResult(1, summary, verdict)], compacted=True, error=None,
         opaque=summary is None, injected=True, audit=log)
 
