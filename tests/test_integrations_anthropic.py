@@ -134,6 +134,17 @@ def ledger_values(g: Any, message: dict[str, Any]) -> set[str]:
     return {e.value for e in Ledger.parse(block["text"], g.ledger.nonce, g.ledger.key)}
 
 
+def composed_values(g: Any, summary_message: dict[str, Any],
+                    ledger_message: dict[str, Any]) -> set[str]:
+    """The pinned values the composed context holds: those the server's summary holds, which
+    the ledger block after it never repeats, and those the block writes."""
+    [summary] = [b["content"] for b in summary_message["content"] if b["type"] == "compaction"]
+    held = {v for v in g.ledger.values() if v in summary}
+    written = ledger_values(g, ledger_message)
+    assert not written & held
+    return written | held
+
+
 # -- tests ----------------------------------------------------------------------------------
 
 def test_request_carries_beta_edit_and_required_literals(fw: firewall.Firewall) -> None:
@@ -206,7 +217,8 @@ def test_paused_compaction_is_checked_then_resumed_with_ledger_after_block(
     resumed = api.bodies[1]["messages"]
     # the signed block comes back first and byte-identical, the ledger right after it
     assert resumed[0] == {"role": "assistant", "content": [block]}
-    assert resumed[1]["role"] == "user" and ledger_values(g, resumed[1]) == ALL_LITERALS
+    assert resumed[1]["role"] == "user" and ledger_values(g, resumed[1]) == {ORDER, TOOL_INVOICE}
+    assert composed_values(g, resumed[0], resumed[1]) == ALL_LITERALS
     assert resumed[2:] == MESSAGES[1:]  # keep_last=1 widened to the tool_use of the result
     assert edit(api.bodies[1]) == edit(api.bodies[0])  # same context_management
     assert turn.compacted and turn.verdict.ok
@@ -293,7 +305,7 @@ def test_unpaused_compaction_puts_ledger_after_the_message_holding_the_block(
     # blocks before the latest compaction block are dropped, as the server does
     assert turn.messages[0] == {"role": "assistant", "content": [
         block, {"type": "text", "text": "Answer.", "citations": None}]}
-    assert ledger_values(g, turn.messages[1]) == ALL_LITERALS
+    assert composed_values(g, turn.messages[0], turn.messages[1]) == ALL_LITERALS
     assert len(turn.messages) == 2
     status = {lit.value: lit.status for lit in turn.record.literals}
     assert status == {INVOICE: "in_summary", PATH: "reinjected", ORDER: "reinjected",
@@ -353,7 +365,7 @@ def test_missing_fields_and_unknown_blocks_lose_nothing(fw: firewall.Firewall) -
 
     assert turn.messages[0]["content"][:2] == [block, future]  # round-tripped as sent
     assert "signature" not in turn.messages[0]["content"][0]
-    assert ledger_values(g, turn.messages[1]) == ALL_LITERALS
+    assert composed_values(g, turn.messages[0], turn.messages[1]) == ALL_LITERALS
     assert turn.record.attempts[0].usage == {}
 
 
@@ -408,7 +420,8 @@ def test_async_twin_shares_the_core(fw: firewall.Firewall) -> None:
     g = AsyncGuardedAnthropic(client, fw)
     turn = asyncio.run(create(g))
     assert len(api.requests) == 2 and turn.compacted
-    assert ledger_values(g, api.bodies[1]["messages"][1]) == ALL_LITERALS
+    sent = api.bodies[1]["messages"]
+    assert composed_values(g, sent[0], sent[1]) == ALL_LITERALS
 
 
 def test_missing_sdk_names_the_extra(fw: firewall.Firewall,
@@ -446,7 +459,8 @@ def test_on_demand_compaction_is_validated_reasked_and_swapped(fw: firewall.Fire
         second["compaction"]["instructions"]
     # the block replaces the messages it summarizes; the ledger follows it
     assert turn.messages[0] == {"role": "assistant", "content": [good]}
-    assert ledger_values(g, turn.messages[1]) == ALL_LITERALS and len(turn.messages) == 2
+    assert composed_values(g, turn.messages[0], turn.messages[1]) == ALL_LITERALS
+    assert len(turn.messages) == 2
     assert turn.compacted and turn.verdict.ok
     [record] = fw.audit.records
     assert record.vendor_path == "anthropic-server-on-demand" and record.outcome == "compacted"

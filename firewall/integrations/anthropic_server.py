@@ -70,7 +70,7 @@ from ..formats import parse_messages
 from ..guard import REQUIRED_INSTRUCTIONS, source_texts
 from ..ledger import Eviction, Ledger, LedgerEntry
 from ..literals import Literal
-from ..records import AttemptResult, build_record, write_record
+from ..records import AttemptResult, build_record, held_values, write_record
 from ..validate import Verdict, validate
 
 BETA = "compact-2026-01-12"
@@ -268,7 +268,7 @@ class _Guard:
         resumed = False
 
         def record(summary: str | None, verdict: Verdict | None, tail: list[Any],
-                   error: str | None) -> None:
+                   error: str | None, block: str | None = None) -> None:
             rec = build_record(
                 fw, self.ledger, vendor_path=vendor_path, compaction=number,
                 span=(self._offset, self._offset + len(history) - 1) if history else None,
@@ -277,7 +277,7 @@ class _Guard:
                                                                    format="anthropic").turns),
                 summary=summary, verdict=verdict, evicted=self._evicted,
                 unpinned=self._unpinned, attempts=attempts, compacted=summary is not None,
-                error=error, injected=True)
+                error=error, injected=True, block=block)
             self._evicted, self._unpinned, self._compactions = [], [], number
             result.records.append(rec)
             result.audit_error = write_record(fw.audit, rec) or result.audit_error
@@ -321,8 +321,9 @@ class _Guard:
                     f"server compaction lost required literals after {len(attempts)} "
                     f"attempt(s): " + _describe(summary, verdict), attempts=attempts)
 
-            ledger_message = {"role": "user",
-                              "content": [{"type": "text", "text": self.ledger.render()}]}
+            # the pinned values the server's summary does not hold (they all stay pinned)
+            block = self.ledger.render(held_values(self.ledger, [summary] if summary else []))
+            ledger_message = {"role": "user", "content": [{"type": "text", "text": block}]}
             if summary is not None:  # the block first and unchanged: the server starts there
                 tail = _tail(history, self.keep_last) if paused and not on_demand else []
                 next_messages = [{"role": "assistant", "content": params[at:]},
@@ -333,7 +334,7 @@ class _Guard:
                 tail = []
                 next_messages = history + [{"role": "assistant", "content": params},
                                            ledger_message]
-            record(summary, verdict, tail, error)
+            record(summary, verdict, tail, error, block)
             result.verdict = verdict
             result.compacted = result.compacted or summary is not None
             result.messages = next_messages
