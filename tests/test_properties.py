@@ -53,6 +53,13 @@ def builtin_extractor() -> Extractor:
     return Extractor(load_packs(), timeout=0.2)
 
 
+@pytest.fixture(scope="module")
+def builtin_firewall() -> Any:
+    from firewall.guard import Firewall
+
+    return Firewall(load_packs(), audit=None)
+
+
 # ── packs ───────────────────────────────────────────────────────────────────────────────────
 
 def to_yaml(node: Any) -> str:
@@ -436,6 +443,43 @@ def test_extracted_literals_survive_the_block_and_a_rescan_finds_none_inside_it(
     rescan = builtin_extractor.scan([Turn("user", block)],
                                     skip=lambda t: find_blocks(t, led.nonce, led.key))
     assert rescan.literals == []
+
+
+class _Copying:
+    """A summarizer that copies the given pieces of the conversation (and nothing else)."""
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.text = " ".join(pieces) or "Nothing."
+
+    def summarize(self, request: Any) -> str:
+        return self.text
+
+
+@settings(PROPS, max_examples=60)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), texts), min_size=2,
+                max_size=8),
+       st.data(), st.integers(40, 3000), st.integers(1, 3))
+def test_every_pinned_value_is_in_the_composed_context_after_a_compaction(
+        builtin_firewall, messages, data, budget, keep_last):
+    """Nothing pinned is lost: the block writes every value the ledger keeps unless the summary
+    or a turn kept verbatim holds it, whatever the summary copied."""
+    from firewall.validate import occurs
+
+    conversation = [{"role": role, "content": text} for role, text in messages]
+    pieces = data.draw(st.lists(st.sampled_from([t for _, t in messages]), max_size=4))
+    builtin_firewall.budget_tokens = budget
+    result = builtin_firewall.compact(conversation, _Copying(pieces), keep_last=keep_last,
+                                      ledger=Ledger.new("conv"))
+    if not result.compacted:
+        return
+    led = result.ledger
+    written = [e.value for e in Ledger.parse(result.block, led.nonce, led.key)]
+    assert set(written) <= set(led.values())
+    others = [t.text for t in parse_messages(result.messages).turns
+              if not find_blocks(t.text, led.nonce, led.key)]
+    for value in led.values():
+        assert value in written or any(occurs(w, value) for w in written) \
+            or any(occurs(text, value) for text in others), value
 
 
 # ── validator ───────────────────────────────────────────────────────────────────────────────
