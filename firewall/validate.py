@@ -55,13 +55,13 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal as TypingLiteral
 
 from .confusables import HOMOGLYPHS
-from .unspaced import word_char
+from .unspaced import has_unspaced, spaced, word_char
 
 __all__ = ["Finding", "Verdict", "validate", "occurs", "REASONS"]
 
@@ -431,54 +431,22 @@ def _whole_token_in(text: str, raw: str) -> bool:
             s -= 1
         if e < len(text) and text[e] in _STRIP_TAIL:
             e += 1
-        if (s == 0 or TOKEN_BREAK.match(text, s - 1)) and \
-                (e == len(text) or TOKEN_BREAK.match(text, e)):
+        if (s == 0 or _breaks(text, s - 1)) and (e == len(text) or _breaks(text, e)):
             return True
         i = text.find(raw, i + 1)
     return False
 
 
-def validate(
-    summary: str,
-    required: Iterable[tuple[str, str | None]] | Iterable[str] | Iterable[Any],
-    *,
-    known: Iterable[Any] = (),
-    source: Iterable[str] = (),
-) -> Verdict:
-    """Check ``summary`` for each required literal: ``present``, ``missing`` or ``mutated``;
-    and for a near miss of any other known literal: ``mutated`` with ``required=False``.
+def _breaks(text: str, i: int) -> bool:
+    """Does ``text[i]`` end a token: a break, or a Chinese, Japanese or Korean letter?"""
+    c = text[i]
+    return bool(TOKEN_BREAK.match(c)) or (c.isalnum() and not word_char(c))
 
-    ``required`` and ``known`` hold plain strings, ``(value, rule)`` pairs, or objects with
-    ``.value`` and ``.rule`` (``RequiredLiteral``, ``Literal``). ``known`` is every real value
-    (the ledger); the required values are always included. A summary span equal to a known
-    value, or occurring as whole tokens in a text of ``source`` (what was summarized), is never
-    reported as a mutation, and a span resembling one known value better than another is
-    attributed to that one only.
-    """
-    pairs = _required_pairs(required)
-    known_pairs = [p for p in _required_pairs(known) if p[0] not in dict(pairs)]
-    if not pairs and not known_pairs:
-        return Verdict(())
-    rules = dict(pairs + known_pairs)
-    values = tuple(rules)
-    index = _index(values)
+
+def _near_misses(summary: str, tokens: list[tuple[int, int]], index: _Index,
+                 add: Callable[[tuple[int, int], int, str, str], None]) -> None:
+    """Offer ``add`` every span of ``tokens`` that resembles a value of ``index``."""
     known_set = index.values
-    required_set = {v for v, _ in pairs}
-    texts = source if isinstance(source, list | tuple) else list(source)
-    copied: dict[str, bool] = {}
-
-    def in_source(raw: str) -> bool:
-        if raw not in copied:
-            copied[raw] = any(_whole_token_in(text, raw) for text in texts)
-        return copied[raw]
-
-    tokens = _tokens(summary)
-    # span -> [(rank, reason, value)], over every known value so that the best one wins
-    candidates: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
-
-    def add(span: tuple[int, int], rank: int, reason: str, value: str) -> None:
-        candidates.setdefault(span, []).append((rank, reason, value))
-
     # 1. Normalised windows: one token, or several joined by whitespace or dashes.
     flats, by_flat = index.flats, index.by_flat
     token_flats = [_form(summary[s:e]).flat.casefold() for s, e in tokens]
@@ -524,6 +492,54 @@ def validate(
             seen[raw] = found
         for rank, reason, value in seen[raw]:
             add((start, end), rank, reason, value)
+
+
+def validate(
+    summary: str,
+    required: Iterable[tuple[str, str | None]] | Iterable[str] | Iterable[Any],
+    *,
+    known: Iterable[Any] = (),
+    source: Iterable[str] = (),
+) -> Verdict:
+    """Check ``summary`` for each required literal: ``present``, ``missing`` or ``mutated``;
+    and for a near miss of any other known literal: ``mutated`` with ``required=False``.
+
+    ``required`` and ``known`` hold plain strings, ``(value, rule)`` pairs, or objects with
+    ``.value`` and ``.rule`` (``RequiredLiteral``, ``Literal``). ``known`` is every real value
+    (the ledger); the required values are always included. A summary span equal to a known
+    value, or occurring as whole tokens in a text of ``source`` (what was summarized), is never
+    reported as a mutation, and a span resembling one known value better than another is
+    attributed to that one only.
+    """
+    pairs = _required_pairs(required)
+    known_pairs = [p for p in _required_pairs(known) if p[0] not in dict(pairs)]
+    if not pairs and not known_pairs:
+        return Verdict(())
+    rules = dict(pairs + known_pairs)
+    values = tuple(rules)
+    index = _index(values)
+    known_set = index.values
+    required_set = {v for v, _ in pairs}
+    texts = source if isinstance(source, list | tuple) else list(source)
+    copied: dict[str, bool] = {}
+
+    def in_source(raw: str) -> bool:
+        if raw not in copied:
+            copied[raw] = any(_whole_token_in(text, raw) for text in texts)
+        return copied[raw]
+
+    # span -> [(rank, reason, value)], over every known value so that the best one wins
+    candidates: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
+
+    def add(span: tuple[int, int], rank: int, reason: str, value: str) -> None:
+        if (rank, reason, value) not in candidates.setdefault(span, []):
+            candidates[span].append((rank, reason, value))
+
+    # Tokens as written; and, in Chinese or Japanese text, also with those letters read as
+    # breaks: a near miss glued to them (注文#W2378165を) is a token of its own there.
+    _near_misses(summary, _tokens(summary), index, add)
+    if has_unspaced(summary):
+        _near_misses(summary, _tokens(spaced(summary)), index, add)
 
     # 3. Attribute each span to its best-resembling value(s), unless the source holds it.
     per_value: dict[str, list[tuple[int, tuple[int, int], str]]] = {v: [] for v in values}

@@ -364,3 +364,15 @@ def test_a_literal_beside_a_chinese_or_japanese_word_is_present_not_glued():
     assert verdict.ok, verdict
     # a Latin letter or a digit beside it is still glue
     assert not validate("order #W12345678 shipped", [("#W1234567", "r")]).ok
+
+
+@pytest.mark.parametrize("summary", ["お客様の注文#W2378165はキャンセル済みです。",
+                                     "订单#W2378165已取消", "주문#W2378165을 취소했습니다"])
+def test_a_near_miss_beside_a_chinese_japanese_or_korean_word_is_a_mutation(summary):
+    [finding] = validate(summary, [("#W2378156", "r")]).findings
+    assert (finding.status, finding.resembles) == ("mutated", "#W2378165")
+    assert summary[slice(*finding.span)] == "#W2378165"
+    # the span is not called a mutation when the source holds it, glued the same way
+    [finding] = validate(summary, [("#W2378156", "r")],
+                         source=["注文#W2378165を確認しました"]).findings
+    assert finding.status == "missing"
