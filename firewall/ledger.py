@@ -331,7 +331,9 @@ class Ledger(BaseModel):
 
         drop = set(order[:hi])
         kept = [e for i, e in enumerate(self.entries) if i not in drop]
-        tools_kept = [e for e in kept if e.role == "tool"]
+        # tool output that stayed in the block's room (a held value took none of it)
+        tools_kept = [e for i, e in enumerate(self.entries)
+                      if i not in drop and i not in held_at and e.role == "tool"]
         why = f"over budget: ledger was about {estimated} tokens, budget {budget_tokens}"
         evicted = []
         for i in order[:hi]:

@@ -465,6 +465,19 @@ def test_a_held_carrier_leaves_the_value_it_carries_to_be_written():
     assert eviction.value == "A-1" and led.values() == ["A-1-B-2"]
 
 
+def test_a_held_tool_value_does_not_flag_a_user_value_evicted_before_it():
+    def tool_first(entry):  # a salience that ranks the tool's value above the user's
+        return (entry.role == "tool",)
+
+    for held, flagged in (({"ORD-778899"}, False), (set(), True)):
+        led = make([lit("INV-2025-08-44719", 1), lit("ORD-778899", 2, "tool", tool="t")])
+        room = count_tokens(led.render(["INV-2025-08-44719", *held]))
+        (eviction,) = led.fit(room, salience=tool_first, held=held)
+        # held, the tool's value took none of the block's room: no user-before-tool flag
+        assert eviction.value == "INV-2025-08-44719"
+        assert eviction.user_before_tool == flagged
+
+
 # -- compact block and span salience ----------------------------------------------------------
 
 def test_new_ledger_block_is_compact_and_decimal():
