@@ -564,6 +564,10 @@ def test_a_slow_validator_does_not_spend_the_regex_time_budget(monkeypatch):
     ("주문번호#W1234567취소", "#W1234567"),  # Korean, glued as a particle would be
     ("请查看src/auth/handler.ts:142的错误", "src/auth/handler.ts:142"),
     ("メールはdana.reyes@example.comです", "dana.reyes@example.com"),
+    ("คำสั่งซื้อ#W1234567ถูกยกเลิกแล้ว", "#W1234567"),  # Thai
+    ("ຄຳສັ່ງ#W1234567ຖືກຍົກເລີກ", "#W1234567"),  # Lao
+    ("ការបញ្ជាទិញ#W1234567ត្រូវបានលុបចោល", "#W1234567"),  # Khmer
+    ("အမှာစာ#W1234567ကိုပယ်ဖျက်ပါ", "#W1234567"),  # Burmese
 ])
 def test_a_literal_glued_to_a_sentence_written_without_spaces_is_pinned(text, literal):
     found = Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals

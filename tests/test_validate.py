@@ -367,7 +367,8 @@ def test_a_literal_beside_a_chinese_or_japanese_word_is_present_not_glued():
 
 
 @pytest.mark.parametrize("summary", ["お客様の注文#W2378165はキャンセル済みです。",
-                                     "订单#W2378165已取消", "주문#W2378165을 취소했습니다"])
+                                     "订单#W2378165已取消", "주문#W2378165을 취소했습니다",
+                                     "คำสั่งซื้อ#W2378165ถูกยกเลิกแล้ว"])
 def test_a_near_miss_beside_a_chinese_japanese_or_korean_word_is_a_mutation(summary):
     [finding] = validate(summary, [("#W2378156", "r")]).findings
     assert (finding.status, finding.resembles) == ("mutated", "#W2378165")
