@@ -458,16 +458,18 @@ class _Copying:
 @settings(PROPS, max_examples=60)
 @given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), texts), min_size=2,
                 max_size=8),
-       st.data(), st.integers(40, 3000), st.integers(1, 3))
+       st.data(), st.integers(40, 3000), st.integers(1, 3),
+       st.sampled_from(["reinject", "repair", "keep_source"]))
 def test_every_pinned_value_is_in_the_composed_context_after_a_compaction(
-        builtin_firewall, messages, data, budget, keep_last):
+        builtin_firewall, messages, data, budget, keep_last, policy):
     """Nothing pinned is lost: the block writes every value the ledger keeps unless the summary
-    or a turn kept verbatim holds it, whatever the summary copied."""
+    or a turn kept verbatim holds it, whatever the summary copied, under every policy that
+    composes."""
     from firewall.validate import occurs
 
     conversation = [{"role": role, "content": text} for role, text in messages]
     pieces = data.draw(st.lists(st.sampled_from([t for _, t in messages]), max_size=4))
-    builtin_firewall.budget_tokens = budget
+    builtin_firewall.budget_tokens, builtin_firewall.policy = budget, policy
     result = builtin_firewall.compact(conversation, _Copying(pieces), keep_last=keep_last,
                                       ledger=Ledger.new("conv"))
     if not result.compacted:
