@@ -249,9 +249,10 @@ class Extractor:
 
     def _scan_unspaced(self, text: str, rules: _RoleRules, role: str, budget: float,
                        turn: int, field: str, tool: str | None, out: TurnScan) -> None:
-        """Rules matched on ``text`` with Han, kana and Hangul letters as spaces (``unspaced``):
-        an ID glued to a Chinese or Japanese sentence. Kept only where the view and the source
-        agree byte for byte, so a literal never holds a space the source does not."""
+        """Rules matched on ``text`` with the letters of scripts written without spaces read as
+        spaces (``unspaced``): an ID glued to a Chinese, Japanese or Thai sentence. Kept only
+        where the view and the source agree byte for byte, so a literal never holds a space the
+        source does not."""
         view = spaced(text)
         out.literals += [lit for lit in self._scan_view(view, rules, role, budget, turn, field,
                                                         tool, out)

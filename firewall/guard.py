@@ -431,7 +431,7 @@ class Firewall:
         scanned = conversation.turns[scan_from:span.end]
         pinned, salience = self._extract(ledger, scanned, seen=None,
                                          offset=scan_from + (earlier.shift if earlier else 0))
-        kept = set(ledger.values())
+        pinned_values = set(ledger.values())  # not a literal too long to pin: its turn stays
         plan = _Plan(conversation, span, pinned, ledger, [], number, None,
                      [turn_tokens(t) for t in conversation.turns], request_turns,
                      list(source_texts(request_turns)), earlier,
@@ -439,7 +439,7 @@ class Firewall:
                      budget=self.budget_for(scanned), salience=salience)
         # a withheld turn's literals stay in it, verbatim: the summary cannot be asked for them
         plan.required = [l for l in self.required_of(pinned.literals, conversation)
-                         if l.value in kept and plan.index(l.turn) not in plan.withheld]
+                         if l.value in pinned_values and plan.index(l.turn) not in plan.withheld]
         plan.required += self._carried(ledger, conversation.turns, span,
                                        {l.value for l in plan.required})
         if self.placeholders:

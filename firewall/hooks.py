@@ -12,12 +12,13 @@ Events:
     Reads the new lines of the transcript JSONL (Claude Code session file or Codex rollout),
     extracts literals and updates the session's ledger; marks it for re-injection.
 ``post-compact``
-    Does the same (so a skipped PreCompact loses nothing), then validates the summary against the
-    ledger: Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
-    compaction leaves it empty: opaque). Fits the ledger's budget, the values that summary holds
-    costing nothing (they stay pinned, but the block will not repeat them). Writes an audit
-    record; warns via ``systemMessage`` when a required literal is missing or altered. Both clients fire ``PostCompact`` only after a
-    compaction succeeded, so every record says ``compacted``; a failed compaction leaves no record.
+    Does the same (so a skipped PreCompact loses nothing), then validates the summary against
+    the ledger: Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item
+    (remote compaction leaves it empty: opaque). Fits the ledger's budget, the values that
+    summary holds costing nothing (they stay pinned, but the block will not repeat them).
+    Writes an audit record; warns via ``systemMessage`` when a required literal is missing or
+    altered. Both clients fire ``PostCompact`` only after a compaction succeeded, so every
+    record says ``compacted``; a failed compaction leaves no record.
 
 The events carry only the fields the clients publish (Claude Code's hooks reference; Codex's
 generated hook input schemas, which close the object): ``session_id``, ``transcript_path``,
@@ -30,12 +31,11 @@ fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
     Prints the ledger as ``additionalContext`` once after a compaction, if ``session-start`` did
     not (the Codex route: its ``SessionStart`` has no ``compact`` source in every release).
 
-Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with its
-HMAC key, the transcript offset read so far, the re-injection flag, the values the last summary
-held), written atomically; the
-state dir is ``FIREWALL_STATE_DIR`` or the user state dir. The audit log is
-``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the agent: on any error it
-writes one line to stderr and exits 0.
+Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with
+its HMAC key, the transcript offset read so far, the re-injection flag, the values the last
+summary held), written atomically; the state dir is ``FIREWALL_STATE_DIR`` or the user state
+dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the
+agent: on any error it writes one line to stderr and exits 0.
 """
 
 from __future__ import annotations

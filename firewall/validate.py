@@ -438,7 +438,8 @@ def _whole_token_in(text: str, raw: str) -> bool:
 
 
 def _breaks(text: str, i: int) -> bool:
-    """Does ``text[i]`` end a token: a break, or a Chinese, Japanese or Korean letter?"""
+    """Does ``text[i]`` end a token: a break, or a letter of a script written without spaces
+    (``unspaced``)?"""
     c = text[i]
     return bool(TOKEN_BREAK.match(c)) or (c.isalnum() and not word_char(c))
 
@@ -535,8 +536,8 @@ def validate(
         if (rank, reason, value) not in candidates.setdefault(span, []):
             candidates[span].append((rank, reason, value))
 
-    # Tokens as written; and, in Chinese or Japanese text, also with those letters read as
-    # breaks: a near miss glued to them (注文#W2378165を) is a token of its own there.
+    # Tokens as written; and, in a script written without spaces, also with its letters read
+    # as breaks: a near miss glued to them (注文#W2378165を) is a token of its own there.
     _near_misses(summary, _tokens(summary), index, add)
     if has_unspaced(summary):
         _near_misses(summary, _tokens(spaced(summary)), index, add)
@@ -589,7 +590,8 @@ def identifier_shaped(value: str) -> bool:
 
 def occurs(summary: str, value: str) -> bool:
     """Is ``value`` in ``summary`` byte-for-byte and not glued to a letter or digit (the test of
-    ``present``; a Chinese or Japanese word beside it is no glue: ``unspaced``)?"""
+    ``present``; a word of a script written without spaces beside it is no glue:
+    ``unspaced``)?"""
     if not value:
         return False
     head, tail = word_char(value[0]), word_char(value[-1])
