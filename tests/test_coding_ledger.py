@@ -198,15 +198,6 @@ def test_encoding_names_are_literals_code_passes():
                                              "assistant"))
 
 
-def test_a_value_on_a_line_of_its_own_pays_for_the_line():
-    # two equally used values: the one that shares a block line with others is cheaper
-    entries = [LedgerEntry(value=v, rule="p/n", kind="n", role="tool", first_seen=t, last_seen=9)
-               for v, t in (("alpha_1", 2), ("beta_2", 2), ("gamma_3", 2), ("delta_4", 3))]
-    spans = uses(entries, [])
-    key = contextual_salience(spans)
-    assert key(entries[0])[1] > key(entries[3])[1]
-
-
 def test_json_timestamps_navigation_links_and_constants_are_noise():
     extractor = Extractor(load_packs())
     result = ('{"id": "ch_3PqR7sLkdIwHu7ix", "created": 1743671662, "paid": null, '

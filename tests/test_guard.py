@@ -347,11 +347,11 @@ def test_a_firewall_that_scanned_the_history_before_pins_what_a_fresh_one_pins(p
         context = re.sub(r"<<<(ledger|end) \d+>>>", "", context_text(result.messages))
         return entries, evictions, literals, context
 
-    seasoned = Firewall(packs, keep_last=2, budget_tokens=120)
+    seasoned = Firewall(packs, keep_last=2, budget_tokens=90)
     for n in (6, 6, 9, 14, 14):  # the same history again, then grown: resumed, not re-added
         summary = ScriptedSummarizer([f"{INVOICE} and {OTHER}"])
         again = seasoned.compact(history(n), summarizer=summary)
-        fresh = Firewall(packs, keep_last=2, budget_tokens=120).compact(
+        fresh = Firewall(packs, keep_last=2, budget_tokens=90).compact(
             history(n), summarizer=ScriptedSummarizer([f"{INVOICE} and {OTHER}"]))
         assert outcome(again) == outcome(fresh)
         assert again.ledger.evictions  # the budget bites: fit and containment ran

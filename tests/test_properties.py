@@ -409,21 +409,22 @@ def test_skipping_re2_groups_offers_the_rules_that_running_every_group_offers(
                                    st.integers(0, 40)), max_size=6), max_size=4))
 def test_every_value_given_to_update_is_recovered_from_the_block(batches):
     led = Ledger.new("conv")
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, str]] = {}  # turn and role of each value's first sighting
     written: list[str] = []
     for batch in batches:  # cumulative, as across compactions
         literals = [Literal(value=v, rule="p/r", turn=t, role=role, start=0, end=len(v),
                             tool="t" if role == "tool" else None) for v, role, t in batch]
         led.update(literals)
-        for v, _, t in batch:
-            first[v] = min(t, first.get(v, t))
+        for v, role, t in batch:
+            if v not in first or t < first[v][0]:
+                first[v] = (t, role)
         parsed = Ledger.parse("noise " + led.render() + " noise", led.nonce, led.key)
         written = [e.value for e in parsed]
         assert [v for v in led.values() if v in written] == written
         # a value not written itself is carried inside a longer one, byte for byte
         assert all(v in written or any(v in w for w in written) for v in led.values())
         assert set(led.values()) == set(first)
-        assert {e.value: e.turn for e in parsed} == {v: first[v] for v in written}
+        assert {e.value: e.role for e in parsed} == {v: first[v][1] for v in written}
     again = Ledger.from_json(led.to_json())
     assert [e.value for e in Ledger.parse(again.render(), led.nonce, led.key)] == written
 
