@@ -113,12 +113,12 @@ def test_codes_in_a_tool_call_argument_are_found(coding):
 
 @pytest.mark.parametrize(("text", "value"), [
     ("the bug is at src/auth/handler.ts:142 (see above)", "src/auth/handler.ts:142"),
-    ("main.go:12:5: undefined: Foo", "main.go"),
+    ("main.go:12:5: undefined: Foo", "main.go:12:5"),
     ("tests/test_x.py:12: AssertionError", "tests/test_x.py:12"),
     ("error[E0308]: mismatched types\n  --> src/main.rs:4:5", "src/main.rs:4:5"),
 ])
 def test_file_line_locations_are_kept_by_the_default_packs(text, value):
-    # file:line is core's path rules (with the line) and coding/bare-filename (the name)
+    # file:line is core's path rules and coding/bare-filename, both with the line
     found = [lit.value for lit in Extractor(load_packs()).scan_text(text, "tool").literals]
     assert value in found
 
