@@ -11,7 +11,7 @@ only ever drops a candidate, it never raises.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 
@@ -22,6 +22,40 @@ def luhn(value: str) -> bool:
 
     digits = value.replace(" ", "").replace("-", "")
     return len(digits) >= 2 and digits.isascii() and _luhn.is_valid(digits)
+
+
+# Issuer prefixes (IIN ranges) of the card networks and the lengths each issues, from the
+# networks' published rules: (lowest prefix, highest prefix, lengths). A Luhn-valid number
+# outside them is an IMEI, a tracking or order number: one random digit run in ten passes Luhn.
+_CARD_RANGES: tuple[tuple[str, str, Collection[int]], ...] = (
+    ("4", "4", (13, 16, 19)),                 # Visa
+    ("51", "55", range(16, 17)),              # Mastercard
+    ("2221", "2720", range(16, 17)),          # Mastercard 2-series
+    ("34", "34", range(15, 16)),              # American Express
+    ("37", "37", range(15, 16)),
+    ("300", "305", range(14, 20)),            # Diners Club
+    ("36", "36", range(14, 20)),
+    ("38", "39", range(16, 20)),
+    ("3528", "3589", range(16, 20)),          # JCB
+    ("6011", "6011", range(16, 20)),          # Discover
+    ("644", "649", range(16, 20)),
+    ("65", "65", range(16, 20)),
+    ("62", "62", range(16, 20)),              # UnionPay
+    ("2200", "2204", range(16, 20)),          # Mir
+    ("50", "50", range(12, 20)),              # Maestro, Verve
+    ("56", "69", range(12, 20)),              # Maestro and other 5x/6x issuers
+    ("1", "1", range(15, 16)),                # UATP
+)
+
+
+def payment_card(value: str) -> bool:
+    """Payment card numbers: Luhn, and an issuer prefix (IIN) whose network issues numbers of
+    that length. An IMEI (15 digits, 35... or 86...) passes Luhn but is no card."""
+    digits = value.replace(" ", "").replace("-", "")
+    if not luhn(value):
+        return False
+    return any(lo <= digits[:len(lo)] <= hi and len(digits) in lengths
+               for lo, hi, lengths in _CARD_RANGES)
 
 
 def iban(value: str) -> bool:
@@ -156,6 +190,7 @@ def domain(value: str) -> bool:
 
 CHECKSUMS: dict[str, Callable[[str], bool]] = {
     "luhn": luhn,
+    "payment_card": payment_card,
     "iban": iban,
     "iban_mod97": iban,  # the name packs used before the library-backed check; same check
     "aba_routing": aba_routing,

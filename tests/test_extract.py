@@ -80,6 +80,15 @@ def test_checksum_drops_look_alikes_and_sensitive_flag_travels(kinds):
     assert result.literals[0].sensitive
 
 
+def test_a_card_needs_a_network_prefix_so_an_imei_is_pinned_but_not_secret():
+    # both pass Luhn; only the Visa number has an issuer prefix of its length
+    found = {lit.value: lit for lit in Extractor(load_packs()).scan_text(
+        "device IMEI 356938035643809, paid with 4111111111111111", "tool").literals}
+    assert found["4111111111111111"].sensitive
+    assert found["4111111111111111"].rule.endswith("/card-number")
+    assert not found["356938035643809"].sensitive
+
+
 def test_json_key_in_tool_result_and_tool_call_arguments(kinds):
     turns = [
         Turn("assistant", "", tool_calls=(ToolCall("get_order", {"order_id": "#W2378156"}),)),

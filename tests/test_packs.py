@@ -25,8 +25,8 @@ INVALID = {
     "bad_priority.yaml": ":7: pack 'bad', rule 'r1', field 'priority': Input should be less than "
                          "or equal to 100",
     "bad_checksum.yaml": ":7: pack 'bad', rule 'r1', field 'checksum': unknown checksum 'crc64'; "
-                         "known: luhn, iban, iban_mod97, aba_routing, ipv4, ipv6, mac, "
-                         "bitcoin, domain",
+                         "known: luhn, payment_card, iban, iban_mod97, aba_routing, ipv4, ipv6, "
+                         "mac, bitcoin, domain",
     "not_yaml.yaml": ":4: invalid YAML: expected ',' or '}', but got '<stream end>'",
     "bad_role.yaml": ":7: pack 'bad', rule 'r1', field 'roles.1': Input should be 'system', "
                      "'user', 'assistant' or 'tool'",
