@@ -249,3 +249,18 @@ def test_clean_negative_is_not_flagged(extractor, family, text):
 def test_every_family_has_true_positives_and_the_suite_is_large():
     assert len({family for family, _, _ in POSITIVES}) >= 35
     assert len(POSITIVES) >= 120 and len(NEGATIVES) >= 30
+
+
+def test_a_long_secret_manifest_is_read_whole_without_a_timeout(extractor):
+    # a kubectl dump: 3,000 values under one data: block, after 1,000 lines of other YAML.
+    # A rule whose cost grows with the lines it looks back over times out here (fail closed:
+    # the turn is kept, nothing pinned); one that stops after 50 lines misses the rest.
+    values = [rand(B64, 24) for _ in range(3000)]
+    text = ("kind: ConfigMap\ndata:\n" + "".join(f"  key{i}: value{i}\n" for i in range(1000))
+            + "---\nkind: Secret\ndata:\n" + "".join(f"  k{i}: {v}\n" for i, v in enumerate(values)))
+    scanner = Scanner(extractor)
+    scanner.add(Turn(role="tool", text=text))
+    result = scanner.result()
+    assert result.timeouts == []
+    flagged = {lit.value for lit in result.literals if lit.sensitive}
+    assert set(values) <= flagged and not any(v.startswith("value") for v in flagged)
