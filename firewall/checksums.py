@@ -29,10 +29,10 @@ def luhn(value: str) -> bool:
 # outside them is an IMEI, a tracking or order number: one random digit run in ten passes Luhn.
 _CARD_RANGES: tuple[tuple[str, str, Collection[int]], ...] = (
     ("4", "4", (13, 16, 19)),                 # Visa
-    ("51", "55", range(16, 17)),              # Mastercard
-    ("2221", "2720", range(16, 17)),          # Mastercard 2-series
-    ("34", "34", range(15, 16)),              # American Express
-    ("37", "37", range(15, 16)),
+    ("51", "55", (16,)),                      # Mastercard
+    ("2221", "2720", (16,)),                  # Mastercard 2-series
+    ("34", "34", (15,)),                      # American Express
+    ("37", "37", (15,)),
     ("300", "305", range(14, 20)),            # Diners Club
     ("36", "36", range(14, 20)),
     ("38", "39", range(16, 20)),
@@ -44,16 +44,16 @@ _CARD_RANGES: tuple[tuple[str, str, Collection[int]], ...] = (
     ("2200", "2204", range(16, 20)),          # Mir
     ("50", "50", range(12, 20)),              # Maestro, Verve
     ("56", "69", range(12, 20)),              # Maestro and other 5x/6x issuers
-    ("1", "1", range(15, 16)),                # UATP
+    ("1", "1", (15,)),                        # UATP
 )
 
 
 def payment_card(value: str) -> bool:
     """Payment card numbers: Luhn, and an issuer prefix (IIN) whose network issues numbers of
     that length. An IMEI (15 digits, 35... or 86...) passes Luhn but is no card."""
-    digits = value.replace(" ", "").replace("-", "")
     if not luhn(value):
         return False
+    digits = value.replace(" ", "").replace("-", "")
     return any(lo <= digits[:len(lo)] <= hi and len(digits) in lengths
                for lo, hi, lengths in _CARD_RANGES)
 

@@ -84,7 +84,8 @@ class RegexRule(_RuleBase):
         description="prefilter: the rule runs only on texts containing one of these (any case)")
     checksum: str | None = Field(
         None, description="a validator run on each match, which drops what fails it: luhn, "
-                          "payment_card, iban, aba_routing, ipv4, ipv6, mac, bitcoin, domain (firewall/checksums.py)")
+                          "payment_card, iban, aba_routing, ipv4, ipv6, mac, bitcoin, domain "
+                          "(firewall/checksums.py)")
     requires: list[TypingLiteral["digit", "letter", "upper", "lower"]] = Field(
         default_factory=list,
         description="character classes the kept value must contain (checked after a match: "

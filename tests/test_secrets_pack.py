@@ -257,7 +257,8 @@ def test_a_long_secret_manifest_is_read_whole_without_a_timeout(extractor):
     # the turn is kept, nothing pinned); one that stops after 50 lines misses the rest.
     values = [rand(B64, 24) for _ in range(3000)]
     text = ("kind: ConfigMap\ndata:\n" + "".join(f"  key{i}: value{i}\n" for i in range(1000))
-            + "---\nkind: Secret\ndata:\n" + "".join(f"  k{i}: {v}\n" for i, v in enumerate(values)))
+            + "---\nkind: Secret\ndata:\n"
+            + "".join(f"  k{i}: {v}\n" for i, v in enumerate(values)))
     scanner = Scanner(extractor)
     scanner.add(Turn(role="tool", text=text))
     result = scanner.result()
