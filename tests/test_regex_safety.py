@@ -7,7 +7,7 @@ engine's own timeout (``CompiledRule.find(text, timeout)``), so a failure is a `
 naming the rule and the input shape, never a stuck test run. Where a test measures time itself,
 it measures its own thread's CPU time, which other jobs on a loaded machine do not inflate.
 
-Inputs: 1 MB made of 64 kB runs of generic shapes (a quadratic rule needs ~10^9 steps on one
+Inputs: 1 MB made of 48 kB runs of generic shapes (one of them YAML-like indented lines) (a quadratic rule needs ~10^9 steps on one
 such run, far beyond the limit), plus a 1 MB text per rule built from its own examples and
 keywords (truncated literals, repeated with and without separators: the near misses that make a
 pattern start, run long and fail).
@@ -30,11 +30,11 @@ from firewall.placeholders import Placeholders
 from firewall.turns import Turn
 
 MB = 1 << 20
-RUN = 64 << 10
+RUN = 48 << 10  # every unit gets a run of its own in the megabyte
 LIMIT = 2.0  # seconds per rule and input: a hang guard, 20-100x what a linear rule needs
 
 UNITS = ("a", "A", "1", "0123456789abcdef", "-", "_", "/", ".", ":", "@", "a-", "ab1_",
-         " \t\n", "aA1-_./:@ ", "a=", "\\", "'\"", "#")
+         " \t\n", "aA1-_./:@ ", "a=", "\\", "'\"", "#", "  key: value\n")
 
 
 def fill(unit: str, size: int) -> str:
@@ -42,9 +42,9 @@ def fill(unit: str, size: int) -> str:
 
 
 def composite(units: list[str]) -> str:
-    """1 MB of 64 kB runs of each unit, cycling through the units."""
+    """1 MB of 48 kB runs of each unit, cycling through the units."""
     runs = [fill(unit, RUN) for unit in units]
-    return "".join(runs[i % len(runs)] for i in range(MB // RUN))
+    return "".join(runs[i % len(runs)] for i in range(-(-MB // RUN)))[:MB]
 
 
 GENERIC = composite(list(UNITS))
