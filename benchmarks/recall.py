@@ -1,6 +1,6 @@
 """Load-bearing literal recall of the built-in packs on the dev conversations.
 
-For each (conversation, k) of the reference gold (``gold_retail_dev.jsonl``), messages ``0..k``
+For each (conversation, k) of the reference gold (``gold_*.jsonl``: retail and coding), messages ``0..k``
 are scanned with every built-in pack, and a gold literal counts as *found* when it equals an
 extracted value or occurs inside one, not glued to a letter or digit on either side. This is
 the upper bound the ledger gives the compacted context (the ledger holds every extracted value),
@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-GOLD_FILE = "gold_retail_dev.jsonl"
+GOLD_FILES = "gold_*.jsonl"  # reference gold sets; every other *.jsonl holds conversations
 
 
 def id_like(gold: dict) -> bool:
@@ -79,10 +79,11 @@ def run(data: Path, packs_arg: list[str], sample: int) -> dict:
     extractor = Extractor(packs)
 
     gold_by_id: dict[str, list[dict]] = defaultdict(list)
-    for line in (data / GOLD_FILE).open(encoding="utf-8"):
-        if line.strip():
-            row = json.loads(line)
-            gold_by_id[row["id"]].append(row)
+    for gold in sorted(data.glob(GOLD_FILES)):
+        for line in gold.open(encoding="utf-8"):
+            if line.strip():
+                row = json.loads(line)
+                gold_by_id[row["id"]].append(row)
 
     tally = Tally()
     misses: Counter[tuple[str, str, str, str]] = Counter()
@@ -93,7 +94,7 @@ def run(data: Path, packs_arg: list[str], sample: int) -> dict:
     started = time.perf_counter()
     n_conversations = 0
     for path in sorted(data.glob("*.jsonl")):
-        if path.name == GOLD_FILE:
+        if path.match(GOLD_FILES):
             continue
         file_tally = Tally()
         file_counts: list[int] = []
@@ -204,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                              "conversations of each file (a precision check by eye)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    if not (args.data / GOLD_FILE).is_file():
-        print(f"no dev data: {args.data / GOLD_FILE} not found; pass --data DIR "
-              "(the directory of the *.jsonl conversations and the gold file)")
+    if not any(args.data.glob(GOLD_FILES)):
+        print(f"no dev data: no {GOLD_FILES} in {args.data}; pass --data DIR "
+              "(the directory of the *.jsonl conversations and their gold files)")
         return 0
     sys.path.insert(0, str(REPO))
     report = run(args.data, args.packs, args.sample)
