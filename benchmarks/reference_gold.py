@@ -38,15 +38,16 @@ def id_like(gold: dict) -> bool:
 def score(data: Path, gold_path: Path, budget) -> dict:
     rows = [json.loads(line) for line in gold_path.open(encoding="utf-8") if line.strip()]
     wanted = {row["id"] for row in rows}
-    conversations = {}
+    conversations = {}  # (id, messages): the coding file holds two runs under some ids
     for path in sorted(data.glob("*.jsonl")):
         if not path.match(GOLD_FILES):
-            conversations.update((c.id, c) for c in read_conversations(path) if c.id in wanted)
+            conversations.update(((c.id, len(c.turns)), c) for c in read_conversations(path)
+                                 if c.id in wanted)
     firewall = Firewall()
     n, hit, misses = Counter(), Counter(), Counter()
     agree = 0
     for row in rows:
-        conversation = conversations.get(row["id"])
+        conversation = conversations.get((row["id"], row["n_messages"]))
         if conversation is None:
             continue
         cut = evaluate_cut(conversation, row["k"], firewall=firewall, budget=budget,
