@@ -34,18 +34,10 @@ def id_like(gold: dict) -> bool:
 
 
 def found_in(literal: str, values: set[str], joined: str) -> bool:
-    """Equal to an extracted value, or inside one and not glued to a letter or digit."""
-    if literal in values:
-        return True
-    start = joined.find(literal)
-    while start >= 0:
-        end = start + len(literal)
-        before = joined[start - 1] if start else "\n"
-        after = joined[end] if end < len(joined) else "\n"
-        if not before.isalnum() and not after.isalnum():
-            return True
-        start = joined.find(literal, start + 1)
-    return False
+    """Equal to an extracted value, or inside one as the metric reads it (``occurs``)."""
+    from firewall.evaluate import occurs
+
+    return literal in values or occurs(literal, joined)
 
 
 def span_chars(turns) -> int:
@@ -78,12 +70,13 @@ def run(data: Path, packs_arg: list[str], sample: int) -> dict:
     packs = load_packs(*packs_arg)
     extractor = Extractor(packs)
 
-    gold_by_id: dict[str, list[dict]] = defaultdict(list)
+    # keyed by id and message count: the coding file holds two runs under some ids
+    gold_by_id: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for gold in sorted(data.glob(GOLD_FILES)):
         for line in gold.open(encoding="utf-8"):
             if line.strip():
                 row = json.loads(line)
-                gold_by_id[row["id"]].append(row)
+                gold_by_id[row["id"], row["n_messages"]].append(row)
 
     tally = Tally()
     misses: Counter[tuple[str, str, str, str]] = Counter()
@@ -100,7 +93,7 @@ def run(data: Path, packs_arg: list[str], sample: int) -> dict:
         file_counts: list[int] = []
         file_samples = 0
         for conv in read_conversations(path):
-            rows = gold_by_id.get(conv.id)
+            rows = gold_by_id.get((conv.id, len(conv.turns)))
             if not rows:
                 continue
             n_conversations += 1
