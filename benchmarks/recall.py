@@ -1,10 +1,10 @@
 """Load-bearing literal recall of the built-in packs on the dev conversations.
 
-For each (conversation, k) of the reference gold (``gold_*.jsonl``: retail and coding), messages ``0..k``
-are scanned with every built-in pack, and a gold literal counts as *found* when it equals an
-extracted value or occurs inside one, not glued to a letter or digit on either side. This is
-the upper bound the ledger gives the compacted context (the ledger holds every extracted value),
-so it measures the packs, not the summarizer.
+For each (conversation, k) of the reference gold (``gold_*.jsonl``: retail and coding), messages
+``0..k`` are scanned with every built-in pack, and a gold literal counts as *found* when it
+equals an extracted value or occurs inside one as the metric reads it (``occurs``). This is the
+upper bound the ledger gives the compacted context (the ledger holds every extracted value), so
+it measures the packs, not the summarizer.
 
     python benchmarks/recall.py [--data ../shared/data] [--json] [--sample 2]
 

@@ -7,8 +7,9 @@ and compared with the **gold set** ``G_k`` of DESIGN.md: every string in the arg
 call made after ``k`` that appears verbatim in a message at or before ``k``, the system prompt
 excluded. Argument values of 3+ characters are taken whole (numbers as strings); free-text
 arguments (a shell ``command``, whatever its length; else a newline, more than three words, or
-over 40 characters) are split into tokens of 4+ characters on whitespace, quotes and brackets. A string *occurs* in a text only where it is
-not glued to a letter or digit on either side (``100`` is not in ``1000``).
+over 40 characters) are split into tokens of 4+ characters on whitespace, quotes and brackets.
+A string *occurs* in a text only where an end of it that is a letter or digit is not glued to
+another (``100`` is not in ``1000``; ``.format`` is in ``s.format(``).
 
 ``strict`` gold is every whole value and every token of a non-``other`` kind (``literal_kind``);
 ``ID-like`` gold is strict, 4+ characters, with a digit, ``/`` or ``@``. The gold agrees, cut by

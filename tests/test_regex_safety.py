@@ -7,10 +7,10 @@ engine's own timeout (``CompiledRule.find(text, timeout)``), so a failure is a `
 naming the rule and the input shape, never a stuck test run. Where a test measures time itself,
 it measures its own thread's CPU time, which other jobs on a loaded machine do not inflate.
 
-Inputs: 1 MB made of 48 kB runs of generic shapes (one of them YAML-like indented lines) (a quadratic rule needs ~10^9 steps on one
-such run, far beyond the limit), plus a 1 MB text per rule built from its own examples and
-keywords (truncated literals, repeated with and without separators: the near misses that make a
-pattern start, run long and fail).
+Inputs: 1 MB made of 48 kB runs of generic shapes, one of them YAML-like indented lines (a
+quadratic rule needs ~10^9 steps on one such run, far beyond the limit), plus a 1 MB text per
+rule built from its own examples and keywords (truncated literals, repeated with and without
+separators: the near misses that make a pattern start, run long and fail).
 """
 
 from __future__ import annotations
