@@ -44,6 +44,7 @@ from .ledger import Ledger
 from .literals import Literal
 from .tokens import count_tokens
 from .turns import Conversation, Turn, turn_text
+from .validate import occurs as _bounded_in
 
 FRACTIONS = (0.25, 0.5, 0.75)
 MIN_VALUE, MIN_TOKEN = 3, 4
@@ -131,18 +132,9 @@ def argument_strings(arguments: dict[str, Any]) -> Iterator[tuple[str, str, str]
 def occurs(needle: str, haystack: str) -> bool:
     """``needle`` is in ``haystack`` somewhere not glued to a letter or digit: an end of the
     needle that is a letter or digit must not touch another (``100`` is not in ``1000``; an end
-    that is punctuation, as in ``.format`` or ``data=``, joins anything)."""
-    if not needle:
-        return False
-    open_start, open_end = not needle[0].isalnum(), not needle[-1].isalnum()
-    start = haystack.find(needle)
-    while start >= 0:
-        end = start + len(needle)
-        if (open_start or start == 0 or not haystack[start - 1].isalnum()) and \
-                (open_end or end == len(haystack) or not haystack[end].isalnum()):
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
+    that is punctuation, as in ``.format`` or ``data=``, joins anything). The validator's test,
+    with every letter as glue, as DESIGN.md's metric reads it (CJK letters included)."""
+    return _bounded_in(haystack, needle, glue=str.isalnum)
 
 
 def _seen_texts(turn: Turn) -> list[str]:

@@ -588,23 +588,25 @@ def identifier_shaped(value: str) -> bool:
     return len(value) >= 4 and _form(value).idlike
 
 
-def occurs(summary: str, value: str) -> bool:
+def occurs(summary: str, value: str, glue: Callable[[str], bool] = word_char) -> bool:
     """Is ``value`` in ``summary`` byte-for-byte and not glued to a letter or digit (the test of
     ``present``; a word of a script written without spaces beside it is no glue:
-    ``unspaced``)?"""
+    ``unspaced``)? ``glue``: which characters glue (the metric's gold takes every letter and
+    digit, ``str.isalnum``)."""
     if not value:
         return False
-    head, tail = word_char(value[0]), word_char(value[-1])
+    head, tail = glue(value[0]), glue(value[-1])
     i = summary.find(value)
     while i >= 0:  # the first bounded occurrence answers; nothing is widened
-        if not _glued(summary, i, i + len(value), head, tail):
+        if not _glued(summary, i, i + len(value), head, tail, glue):
             return True
         i = summary.find(value, i + 1)
     return False
 
 
-def _glued(summary: str, start: int, end: int, head: bool, tail: bool) -> bool:
+def _glued(summary: str, start: int, end: int, head: bool, tail: bool,
+           glue: Callable[[str], bool] = word_char) -> bool:
     """Is ``summary[start:end]`` run into a letter or digit beside it? Only on a side where
     the value itself ends in one (``head``, ``tail``): ``#W12`` after ``a`` stands apart."""
-    return (head and start > 0 and word_char(summary[start - 1])) or \
-        (tail and end < len(summary) and word_char(summary[end]))
+    return (head and start > 0 and glue(summary[start - 1])) or \
+        (tail and end < len(summary) and glue(summary[end]))
