@@ -24,6 +24,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from throughput import conversation_files  # gold_* files hold gold, not conversations
+
 REPO = Path(__file__).resolve().parent.parent
 GOLD_FILES = "gold_*.jsonl"  # reference gold sets; every other *.jsonl holds conversations
 
@@ -31,6 +33,18 @@ GOLD_FILES = "gold_*.jsonl"  # reference gold sets; every other *.jsonl holds co
 def id_like(gold: dict) -> bool:
     lit = gold["literal"]
     return gold["strict"] and len(lit) >= 4 and any(c.isdigit() or c in "/@" for c in lit)
+
+
+def gold_rows(paths: list[Path]) -> dict[tuple[str, int], list[dict]]:
+    """The rows of reference gold files by conversation id and message count (the coding file
+    holds two runs under some ids)."""
+    rows: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for path in paths:
+        for line in path.open(encoding="utf-8"):
+            if line.strip():
+                row = json.loads(line)
+                rows[row["id"], row["n_messages"]].append(row)
+    return rows
 
 
 def found_in(literal: str, values: set[str], joined: str) -> bool:
@@ -70,13 +84,7 @@ def run(data: Path, packs_arg: list[str], sample: int) -> dict:
     packs = load_packs(*packs_arg)
     extractor = Extractor(packs)
 
-    # keyed by id and message count: the coding file holds two runs under some ids
-    gold_by_id: dict[tuple[str, int], list[dict]] = defaultdict(list)
-    for gold in sorted(data.glob(GOLD_FILES)):
-        for line in gold.open(encoding="utf-8"):
-            if line.strip():
-                row = json.loads(line)
-                gold_by_id[row["id"], row["n_messages"]].append(row)
+    gold_by_id = gold_rows(sorted(data.glob(GOLD_FILES)))
 
     tally = Tally()
     misses: Counter[tuple[str, str, str, str]] = Counter()
@@ -86,9 +94,7 @@ def run(data: Path, packs_arg: list[str], sample: int) -> dict:
     samples: list[dict] = []
     started = time.perf_counter()
     n_conversations = 0
-    for path in sorted(data.glob("*.jsonl")):
-        if path.match(GOLD_FILES):
-            continue
+    for path in conversation_files(data):
         file_tally = Tally()
         file_counts: list[int] = []
         file_samples = 0

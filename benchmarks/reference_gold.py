@@ -18,6 +18,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from recall import GOLD_FILES, gold_rows, id_like
+from throughput import conversation_files
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -26,23 +29,14 @@ from firewall.evaluate import evaluate_cut, occurs  # noqa: E402
 from firewall.formats import read_conversations  # noqa: E402
 from firewall.guard import Firewall  # noqa: E402
 
-GOLD_FILES = "gold_*.jsonl"
 CONTEXTS = ("ledger", "naive")
 
 
-def id_like(gold: dict) -> bool:
-    value = gold["literal"]
-    return gold["strict"] and len(value) >= 4 and any(c.isdigit() or c in "/@" for c in value)
-
-
 def score(data: Path, gold_path: Path, budget) -> dict:
-    rows = [json.loads(line) for line in gold_path.open(encoding="utf-8") if line.strip()]
-    wanted = {row["id"] for row in rows}
-    conversations = {}  # (id, messages): the coding file holds two runs under some ids
-    for path in sorted(data.glob("*.jsonl")):
-        if not path.match(GOLD_FILES):
-            conversations.update(((c.id, len(c.turns)), c) for c in read_conversations(path)
-                                 if c.id in wanted)
+    by_conversation = gold_rows([gold_path])
+    conversations = {(c.id, len(c.turns)): c for path in conversation_files(data)
+                     for c in read_conversations(path) if (c.id, len(c.turns)) in by_conversation}
+    rows = [row for cut_rows in by_conversation.values() for row in cut_rows]
     firewall = Firewall()
     n, hit, misses = Counter(), Counter(), Counter()
     agree = 0
