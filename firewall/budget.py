@@ -2,9 +2,12 @@
 
 A fixed budget binds on long spans and is slack on short ones: 2,000 tokens are 13 % of a
 15k-token coding span and 1.2 % of a 160k-token Claude Code compaction. The default follows
-the span (``share``), with a ``floor`` so that a short conversation keeps its few IDs whole, and
-a ``cap`` so that a huge span does not buy a huge block (4,500 tokens: under 3 % of the
-150k-190k-token spans that harnesses compact at).
+the span (``share``), with a ``floor`` and a ``cap``. The floor is what the share gives a span of
+16k tokens, where compactions begin in earnest: spans that long pay exactly their share, and a
+shorter span, which holds its working set in fewer tokens but not in proportionally fewer
+values, keeps the same absolute block (on short coding spans, 500 tokens lost the files a
+finder listed and the agent opened later). The cap keeps a huge span from buying a huge block
+(4,500 tokens: under 3 % of the 150k-190k-token spans that harnesses compact at).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ class Budget:
     unknown (a hook that sees a transcript, not a span)."""
 
     share: float = 0.045
-    floor: int = 500
+    floor: int = 720  # share * 16,000
     cap: int = 4_500
 
     def __post_init__(self) -> None:

@@ -125,6 +125,13 @@ def test_the_budget_follows_the_span_within_floor_and_cap():
         Budget(floor=10, cap=5)
 
 
+def test_the_default_budget_gives_a_16k_span_its_share_and_a_shorter_span_the_same_block():
+    budget = Budget()
+    at_16k = budget.tokens(16_000)
+    assert at_16k == int(budget.share * 16_000)
+    assert budget.tokens(4_000) == budget.tokens(12_000) == at_16k < budget.tokens(24_000)
+
+
 def test_a_compaction_budgets_a_share_of_its_span():
     fw = Firewall(load_packs(), budget_tokens=Budget(share=0.01, floor=0, cap=10**6))
     turns = parse_messages([{"role": "user", "content": "word " * 4000}]).turns
