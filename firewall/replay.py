@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from .budget import Budget, parse_budget
 from .compose import turn_tokens
-from .evaluate import gold_set, occurs, source_of, uses_after
+from .evaluate import gold_set, id_like, occurs, source_of, uses_after
 from .formats import parse_messages
 from .ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
@@ -45,6 +45,7 @@ from .turns import Conversation, Turn, turn_text
 SENSITIVE = "[sensitive]"
 RECALL_TARGET = 0.97  # issue 14: composed-context ID-like recall after every compaction
 MAX_TOKENS = 4_096  # preemptive: the output a harness reserves for the next call
+_TRAILING = ".,:;!?"  # sentence and list punctuation a gold token may end with
 
 
 def redact(value: Any, secrets: Iterable[str]) -> Any:
@@ -205,8 +206,10 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     fates = [_fate(g.literal, summary, ledger_text, kept_text) for g in gold]
     in_ledger = [occurs(g.literal, ledger_text) for g in gold]
     id_like = [i for i, g in enumerate(gold) if g.id_like]
+    composed = "\n".join((summary, ledger_text, kept_text))
     lost = [GoldFate(value=SENSITIVE if g.literal in secrets else g.literal,
-                     rule=rules.get(g.literal), fate="lost", uses_after=uses[g.literal])
+                     rule=rules.get(g.literal), fate="lost", uses_after=uses[g.literal],
+                     bare=_held_bare(g.literal, composed))
             for g, fate in zip(gold, fates) if fate == "lost"]
     lost.sort(key=lambda f: -f.uses_after)
     report = result.report()
@@ -234,6 +237,14 @@ def _fate(value: str, summary: str, ledger_text: str, kept_text: str) -> str:
     return "kept_verbatim" if occurs(value, kept_text) else "lost"
 
 
+def _held_bare(value: str, composed: str) -> bool:
+    """Is ``value`` a gold token whose end is punctuation (``L031:``, ``110,``, ``0.4.0.``)
+    that the composed context holds without it? Gold tokens of free text keep the
+    punctuation that followed them; a value-level ledger writes the value alone."""
+    bare = value.rstrip(_TRAILING)
+    return bare != value and len(bare) >= 2 and occurs(bare, composed)
+
+
 def _share(hits: int, n: int) -> float | None:
     return hits / n if n else None
 
@@ -259,6 +270,7 @@ class Totals:
     gold_id_like: int = 0
     kept_id_like: int = 0
     below_target: int = 0  # compactions whose composed ID-like recall is under RECALL_TARGET
+    lost_id_like_bare: int = 0  # ID-like gold lost as written but held without its end mark
     min_recall_id_like: float | None = None
     max_share: float | None = None
 
@@ -278,6 +290,7 @@ class Totals:
             self.in_ledger += round((c.recall_ledger or 0) * c.gold)
             self.gold_id_like += c.gold_id_like or 0
             self.kept_id_like += round((c.recall_context_id_like or 0) * (c.gold_id_like or 0))
+            self.lost_id_like_bare += sum(f.bare and id_like(f.value) for f in c.losses)
             if c.recall_context_id_like is not None:
                 self.below_target += c.recall_context_id_like < RECALL_TARGET
                 self.min_recall_id_like = min(c.recall_context_id_like,
@@ -324,6 +337,8 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"composed-context ID-like recall {_pct(_share(t.kept_id_like, t.gold_id_like))} % of "
         f"{t.gold_id_like} gold; worst compaction {_pct(t.min_recall_id_like)} %; "
         f"{t.below_target} compaction(s) under {RECALL_TARGET * 100:g} %",
+        f"ID-like gold lost: {t.gold_id_like - t.kept_id_like}, of which {t.lost_id_like_bare}"
+        f" held without the punctuation that ends the gold token ('L031' for 'L031:')",
         f"composed-context strict recall {_pct(_share(t.kept, t.gold))} % of {t.gold} gold; "
         f"ledger alone {_pct(_share(t.in_ledger, t.gold))} %",
         f"ledger {t.ledger_tokens:,} tokens = {_pct(_share(t.ledger_tokens, t.span_tokens))} % "

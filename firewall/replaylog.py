@@ -26,6 +26,9 @@ class GoldFate(_Strict):
     rule: str | None = Field(None, description="the rule that pinned it, if any did")
     fate: Fate
     uses_after: int = Field(description="how often the rest of the recording uses it")
+    bare: bool = Field(False, description=(
+        "lost as written, but the composed context holds it without the punctuation that "
+        "ends it ('L031' for the gold token 'L031:'); still counted lost"))
 
 
 class ReplayCompaction(_Strict):

@@ -100,7 +100,9 @@ def read_replay(path: str | Path) -> Iterator[ConversationView]:
                     c.compaction, c.at_message, c.trigger, c.tokens_before, c.tokens_after,
                     c.span_tokens, c.ledger_tokens, c.compacted, c.pinned, c.in_summary,
                     c.evicted, c.lost, c.gold, c.recall_context, c.recall_ledger, c.rereads,
-                    [Loss(g.value, g.rule, g.uses_after) for g in c.losses])
+                    [Loss(g.value, g.rule, g.uses_after,
+                          "held without its end punctuation" if g.bare else None)
+                     for g in c.losses])
                     for c in conv.compactions], conv.skipped)
 
 

@@ -9,7 +9,7 @@ from firewall.cli import main
 from firewall.evaluate import gold_set, occurs
 from firewall.formats import parse_messages
 from firewall.guard import Firewall
-from firewall.replay import SENSITIVE, redact, replay_conversation
+from firewall.replay import SENSITIVE, Totals, format_totals, redact, replay_conversation
 from firewall.replaylog import ReplayConversation
 from firewall.errors import SummarizerError
 from firewall.summarizers.scripted import ScriptedSummarizer
@@ -97,6 +97,26 @@ def test_recall_is_measured_with_evals_gold_in_the_composed_context_and_the_ledg
         ids = [g for g in gold if g.id_like]
         assert c.gold_id_like == len(ids) and c.recall_context_id_like == 1.0
         assert c.ledger_tokens > 0 and c.span_tokens > c.ledger_tokens
+
+
+def test_a_gold_token_lost_only_for_its_end_punctuation_is_marked_bare(fw, capsys):
+    # the user's "L031:" is pinned as L031; a later command's free text has the token "L031:"
+    messages = session()
+    messages[1]["content"] += " The linter says L031: avoid aliases."
+    messages += [{"role": "assistant", "content": "Checking the lint log.", "tool_calls": [
+        {"id": "lint", "name": "bash", "arguments": {"command": "grep -c 'L031:' lint.log"}}]},
+        {"role": "tool", "tool_call_id": "lint", "name": "bash", "content": "0"}]
+    replay = replay_conversation(parse_messages(messages, id="s1"), firewall=fw,
+                                 trigger=Trigger(window=window_for(messages, 0.4)), keep_last=2,
+                                 summarizer=ScriptedSummarizer(["Work went on."]))
+    first = replay.compactions[0]
+    lost = {f.value: f for f in first.losses}
+    assert "L031:" in lost and lost["L031:"].bare and first.recall_context_id_like < 1.0
+    assert all(not f.bare for v, f in lost.items() if v != "L031:")
+    totals = Totals()
+    totals.add(replay)
+    assert totals.lost_id_like_bare >= 1
+    assert "held without the punctuation" in format_totals(totals, Trigger(window=1000))
 
 
 def test_under_the_watermark_nothing_is_compacted(fw):
