@@ -205,7 +205,7 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     uses = uses_after(conversation, k)
     fates = [_fate(g.literal, summary, ledger_text, kept_text) for g in gold]
     in_ledger = [occurs(g.literal, ledger_text) for g in gold]
-    id_like = [i for i, g in enumerate(gold) if g.id_like]
+    id_like_at = [i for i, g in enumerate(gold) if g.id_like]
     composed = "\n".join((summary, ledger_text, kept_text))
     lost = [GoldFate(value=SENSITIVE if g.literal in secrets else g.literal,
                      rule=rules.get(g.literal), fate="lost", uses_after=uses[g.literal],
@@ -224,9 +224,10 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
         evicted=report["evicted"], gold=len(gold), lost=len(lost),
         recall_context=_share(sum(f != "lost" for f in fates), len(gold)),
         recall_ledger=_share(sum(in_ledger), len(gold)), losses=lost,
-        gold_id_like=len(id_like),
-        recall_context_id_like=_share(sum(fates[i] != "lost" for i in id_like), len(id_like)),
-        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like), len(id_like)))
+        gold_id_like=len(id_like_at),
+        recall_context_id_like=_share(sum(fates[i] != "lost" for i in id_like_at),
+                                      len(id_like_at)),
+        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)))
 
 
 def _fate(value: str, summary: str, ledger_text: str, kept_text: str) -> str:
