@@ -8,6 +8,7 @@ the rule and turn are reported and the turn is marked to be kept verbatim.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -124,6 +125,33 @@ def parse_json(text: str) -> Any | None:
         return json.loads(text, parse_int=JsonNumber, parse_float=JsonNumber)
     except (ValueError, RecursionError):
         return None
+
+
+EMBEDDED_JSON_TRIES = 16  # line starts tried per tool result: a code listing has many braces
+_EMBEDDED_START = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
+_DECODER = json.JSONDecoder(parse_int=JsonNumber, parse_float=JsonNumber)
+
+
+def embedded_json(text: str) -> Iterator[Any]:
+    """JSON objects inside a tool result that is not JSON as a whole ("### Result\n{...}",
+    a fenced block, an HTTP body after its headers): each value that starts a line and parses
+    whole, and holds an object. At most ``EMBEDDED_JSON_TRIES`` starts are tried."""
+    tries, pos = 0, 0
+    while tries < EMBEDDED_JSON_TRIES:
+        m = _EMBEDDED_START.search(text, pos)
+        if m is None:
+            return
+        tries += 1
+        start = m.end() - 1
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            pos = m.end()
+            continue
+        if isinstance(value, dict) or (isinstance(value, list)
+                                       and any(isinstance(v, dict) for v in value)):
+            yield value
+        pos = end
 
 
 class Extractor:
@@ -378,8 +406,8 @@ class Extractor:
         self.scan_text(text, turn.role, turn=index, tool=tool, out=out)
         if turn.role == "tool" and self._by_role["tool"].json_key:
             parsed = parse_json(text)
-            if parsed is not None:
-                self.scan_json(parsed, "tool", turn=index, root="content", tool=tool, out=out,
+            for document in [parsed] if parsed is not None else embedded_json(text):
+                self.scan_json(document, "tool", turn=index, root="content", tool=tool, out=out,
                                text_rules=False)
         for call in turn.tool_calls:
             self.scan_json(call.arguments, turn.role, turn=index, root="arguments",

@@ -226,6 +226,30 @@ def test_json_numbers_keep_their_source_spelling():
     assert values(result) == ["1030.40", "1e3", "70"]
 
 
+def test_json_inside_a_tool_result_that_is_not_json_goes_to_the_key_rules():
+    extractor = Extractor([pack_from(
+        "name: p\nversion: '1'\nrules:\n  - id: total\n    kind: json_key\n"
+        "    keys: ['*total']\n")])
+    text = ('### Result\n{\n  "subtotal": 5000,\n  "total": 4500\n}\n\n### Ran code\n'
+            '```json\n[{"total": 12.50}]\n```\n{not json}\n[1, 2]\n')
+    assert values(extractor.scan([Turn("tool", text)])) == ["5000", "4500", "12.50"]
+
+
+def test_a_code_listing_full_of_braces_costs_a_bounded_number_of_json_tries(monkeypatch):
+    from firewall import extract
+    tried = []
+
+    class Counting:
+        def raw_decode(self, text, start):
+            tried.append(start)
+            return extract.json.JSONDecoder().raw_decode(text, start)
+
+    monkeypatch.setattr(extract, "_DECODER", Counting())
+    code = "func f() {\n{\n  return x\n}\n" * 500
+    assert list(extract.embedded_json(code)) == []
+    assert len(tried) == extract.EMBEDDED_JSON_TRIES
+
+
 def test_assistant_only_json_key_examples_run_as_tool_call_arguments():
     pack = pack_from(
         "name: p\nversion: '1'\nrules:\n  - id: arg\n    kind: json_key\n    keys: ['*_id']\n"
