@@ -50,7 +50,7 @@ FRACTIONS = (0.25, 0.5, 0.75)
 MIN_VALUE, MIN_TOKEN = 3, 4
 FREE_TEXT_WORDS, FREE_TEXT_CHARS = 3, 40
 
-_PUNCT = ".,;:!?"
+SENTENCE_PUNCTUATION = ".,;:!?"  # what a free-text token may carry from its sentence
 _SPLIT = regex.compile(r"""[\s"'`()\[\]{}<>]+""")
 # Kinds of a gold string, first match wins; only "other" tokens are outside the strict set.
 _FILE_EXTENSIONS = ("py|pyi|pyc|txt|md|rst|cfg|ini|toml|json|jsonl|yaml|yml|xml|html|csv|log|sh|js|"
@@ -167,7 +167,7 @@ def gold_set(conversation: Conversation, k: int,
                     continue
                 seen = first_seen(text)
                 if seen is None and not occurs(text, system) and mode == "token":
-                    stripped = text.strip(_PUNCT)
+                    stripped = text.strip(SENTENCE_PUNCTUATION)
                     if len(stripped) >= MIN_TOKEN and stripped != text:
                         text = stripped
                         if text in gold or text in excluded:
@@ -191,8 +191,8 @@ def uses_after(conversation: Conversation, k: int) -> Counter[str]:
         for call in turn.tool_calls:
             for _, text, _ in argument_strings(call.arguments):
                 counts[text] += 1
-                if text.strip(_PUNCT) != text:
-                    counts[text.strip(_PUNCT)] += 1
+                if text.strip(SENTENCE_PUNCTUATION) != text:
+                    counts[text.strip(SENTENCE_PUNCTUATION)] += 1
     return counts
 
 

@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from .budget import Budget, parse_budget
 from .compose import turn_tokens
-from .evaluate import gold_set, id_like, occurs, source_of, uses_after
+from .evaluate import SENTENCE_PUNCTUATION, gold_set, id_like, occurs, source_of, uses_after
 from .formats import parse_messages
 from .ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
@@ -45,7 +45,6 @@ from .turns import Conversation, Turn, turn_text
 SENSITIVE = "[sensitive]"
 RECALL_TARGET = 0.97  # issue 14: composed-context ID-like recall after every compaction
 MAX_TOKENS = 4_096  # preemptive: the output a harness reserves for the next call
-_TRAILING = ".,:;!?"  # sentence and list punctuation a gold token may end with
 
 
 def redact(value: Any, secrets: Iterable[str]) -> Any:
@@ -242,7 +241,7 @@ def _held_bare(value: str, composed: str) -> bool:
     """Is ``value`` a gold token whose end is punctuation (``L031:``, ``110,``, ``0.4.0.``)
     that the composed context holds without it? Gold tokens of free text keep the
     punctuation that followed them; a value-level ledger writes the value alone."""
-    bare = value.rstrip(_TRAILING)
+    bare = value.rstrip(SENTENCE_PUNCTUATION)
     return bare != value and len(bare) >= 2 and occurs(bare, composed)
 
 
