@@ -116,20 +116,22 @@ def _scalar_text(value: Any) -> str | None:
     return None
 
 
+_DECODER = json.JSONDecoder(parse_int=JsonNumber, parse_float=JsonNumber)  # built once
+
+
 def parse_json(text: str) -> Any | None:
     """A JSON tool result, numbers kept as their source text; None when it is not JSON."""
     stripped = text.lstrip()
     if not stripped or stripped[0] not in "{[":
         return None
     try:
-        return json.loads(text, parse_int=JsonNumber, parse_float=JsonNumber)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError):
         return None
 
 
 EMBEDDED_JSON_TRIES = 16  # line starts tried per tool result: a code listing has many braces
 _EMBEDDED_START = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
-_DECODER = json.JSONDecoder(parse_int=JsonNumber, parse_float=JsonNumber)
 
 
 def embedded_json(text: str) -> Iterator[Any]:
