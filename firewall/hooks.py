@@ -12,11 +12,14 @@ Events:
     Reads the new lines of the transcript JSONL (Claude Code session file or Codex rollout),
     extracts literals and updates the session's ledger; marks it for re-injection.
 ``post-compact``
-    Does the same (so a skipped PreCompact loses nothing), then validates the summary against
-    the ledger: Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item
-    (remote compaction leaves it empty: opaque). Fits the ledger's budget, the values that
-    summary holds costing nothing (they stay pinned, but the block will not repeat them).
-    Writes an audit record; warns via ``systemMessage`` when a required literal is missing or
+    Does the same (so a skipped PreCompact loses nothing), then builds the ledger of the
+    compaction exactly as ``compact`` and ``firewall eval`` build it (``Firewall.pin`` over the
+    transcript's turns before the compaction, read by the same reader as the batch commands):
+    the budget is the span's, entries ranked by their uses in it, the values the summary holds
+    costing nothing (they stay pinned, but the block will not repeat them). The summary is
+    Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
+    compaction leaves it empty: opaque); it is validated against the ledger. Writes an audit
+    record; warns via ``systemMessage`` when a required literal is missing or
     altered. Both clients fire ``PostCompact`` only after a compaction succeeded, so every
     record says ``compacted``; a failed compaction leaves no record.
 
@@ -26,14 +29,15 @@ generated hook input schemas, which close the object): ``session_id``, ``transcr
 fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 ``session-start``
     With ``source == "compact"``: prints the rendered ledger as ``additionalContext``: the
-    pinned values the summary does not hold.
+    pinned values the summary does not hold (when no ``post-compact`` built the compaction's
+    ledger, it is built here the same way, the summary read from the transcript).
 ``user-prompt-submit``
     Prints the ledger as ``additionalContext`` once after a compaction, if ``session-start`` did
     not (the Codex route: its ``SessionStart`` has no ``compact`` source in every release).
 
 Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with
-its HMAC key, the transcript offset read so far, the re-injection flag, the values the last
-summary held), written atomically; the state dir is ``FIREWALL_STATE_DIR`` or the user state
+its HMAC key, the transcript offset read so far, the re-injection flag, whether the ledger is
+the last compaction's, the values its summary held), written atomically; the state dir is ``FIREWALL_STATE_DIR`` or the user state
 dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the
 agent: on any error it writes one line to stderr and exits 0.
 """
@@ -42,10 +46,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -75,7 +81,24 @@ _WIRING = {
 }
 # ── per-session state ────────────────────────────────────────────────────────────────────────
 
+_STATE_ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_root",
+                                                                         default=None)
+
+
+@contextlib.contextmanager
+def state_in(root: str | os.PathLike[str]) -> Iterator[None]:
+    """Keep the hooks' session state under ``root`` for this context (``firewall eval`` drives
+    the handlers without touching the user's state)."""
+    token = _STATE_ROOT.set(Path(root))
+    try:
+        yield
+    finally:
+        _STATE_ROOT.reset(token)
+
+
 def state_dir() -> Path:
+    if _STATE_ROOT.get() is not None:
+        return _STATE_ROOT.get()
     root = os.environ.get(STATE_ENV, "").strip()
     return Path(root).expanduser() if root else Path(platformdirs.user_state_dir(APP_NAME))
 
@@ -97,12 +120,14 @@ class SessionState:
     turns: int = 0
     pending: bool = False  # the ledger still has to be re-injected after a compaction
     held: list[str] = field(default_factory=list)  # values the agent's last summary holds
+    pinned: bool = False  # the ledger is the last compaction's (built by ``_pin_compaction``)
 
     def to_json(self) -> str:
         # ensure_ascii: a lone surrogate a ledger value may hold round-trips as \\udxxx
         return json.dumps({"version": 1, "session_id": self.session_id,
                            "transcript": self.transcript, "offset": self.offset,
                            "turns": self.turns, "pending": self.pending, "held": self.held,
+                           "pinned": self.pinned,
                            "ledger": json.loads(self.ledger.to_json())}, indent=1)
 
 
@@ -115,7 +140,7 @@ def load_state(session_id: str) -> SessionState:
         return SessionState(session_id, Ledger.model_validate(data["ledger"]),
                             data.get("transcript"), int(data.get("offset", 0)),
                             int(data.get("turns", 0)), bool(data.get("pending")),
-                            [str(v) for v in data.get("held", [])])
+                            [str(v) for v in data.get("held", [])], bool(data.get("pinned")))
     except FileNotFoundError:
         return SessionState(session_id, Ledger.new(session_id))
     except (ValueError, KeyError, TypeError) as exc:
@@ -170,8 +195,9 @@ def _locked(session_id: str) -> Iterator[None]:
 # ── the hook handlers ────────────────────────────────────────────────────────────────────────
 
 def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptChunk:
-    """Extract from the transcript lines not read yet into the session's ledger. The budget is
-    fitted when the summary is known (``post_compact``), or before a re-injection."""
+    """Extract from the transcript lines not read yet into the session's ledger (kept up to
+    date between compactions: the MCP server serves it). The compaction's ledger is built by
+    ``_pin_compaction`` when the summary is known."""
     from .guard import ledger_blocks
 
     path = event.get("transcript_path")
@@ -180,6 +206,9 @@ def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptCh
     path = str(Path(path).expanduser())
     offset = state.offset if path == state.transcript else 0
     chunk = read_transcript(path, offset)
+    if chunk.bad:  # said, not silent: the rest of the transcript is read
+        sys.stderr.write(f"literal-firewall: {len(chunk.bad)} transcript line(s) not readable "
+                         f"skipped ({path}, from byte {offset})\n")
     scan = fw.extractor.scan(chunk.turns, skip=lambda text: ledger_blocks(text, state.ledger))
     for lit in scan.literals:
         lit.turn += state.turns
@@ -189,6 +218,7 @@ def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptCh
     state.ledger.update(scan.literals)
     state.transcript, state.offset = path, chunk.offset
     state.turns += len(chunk.turns)
+    state.pinned = False
     return chunk
 
 
@@ -203,17 +233,13 @@ def pre_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> d
 
 def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
                  audit: Any = None) -> dict | None:
-    from .records import held_values
-
     with _locked(_session(event)):
         state = load_state(_session(event))
         chunk = _update(state, event, fw)
         summary = event.get("compact_summary")
         if not isinstance(summary, str):  # Codex: the summary is in the rollout, when local
             summary = chunk.summaries[-1] if chunk.summaries else None
-        # what the summary holds stays pinned at no cost: the block will not repeat it
-        state.held = sorted(held_values(state.ledger, [summary] if summary else []))
-        evicted = _fit(state, fw)
+        evicted = _pin_compaction(state, fw, summary)
         state.pending = True
         save_state(state)
     log = audit if audit is not None else _audit_log()
@@ -231,12 +257,50 @@ def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
     return None
 
 
-def _fit(state: SessionState, fw: Any) -> list[Any]:
-    """Fit the ledger to the budget's cap (the span is the whole transcript), the values the
-    agent's last summary holds costing nothing; returns the evictions. Without a firewall (the
-    re-injecting hooks do not load the packs): the default budget's cap."""
-    cap = fw.budget_for(None) if fw is not None else Budget().tokens(None)
-    return state.ledger.fit(cap, held=set(state.held))
+def compaction_span(chunk: TranscriptChunk) -> tuple[int, int]:
+    """``(start, end)``: the turns a compaction of this transcript summarized, as ``firewall
+    eval`` cuts a session file at the agent's compaction: after the leading system turns, up to
+    the latest compaction's boundary (every turn when there is none yet)."""
+    end = chunk.boundaries[-1] if chunk.boundaries else len(chunk.turns)
+    start = 0
+    while start < end and chunk.turns[start].role == "system":
+        start += 1
+    return start, end
+
+
+def transcript_summary(chunk: TranscriptChunk) -> str | None:
+    """What the agent wrote at its latest compaction, as the session file holds it."""
+    if not chunk.boundaries:
+        return None
+    if chunk.agent == "codex":
+        return chunk.summaries[-1] if chunk.summaries else None
+    at = chunk.boundaries[-1]
+    turn = chunk.turns[at] if at < len(chunk.turns) else None
+    return turn.text if turn is not None and turn.role == "assistant" else None
+
+
+def _pin_compaction(state: SessionState, fw: Any, summary: str | None) -> list[Any]:
+    """Build the ledger of the transcript's latest compaction with ``Firewall.pin``, the path
+    ``compact`` and ``firewall eval`` share: the whole transcript read again (the span's uses
+    rank the entries and its size sets the budget), a new ledger under the session's nonce and
+    key (a block it wrote stays recognisable), the values ``summary`` holds costing nothing.
+    Returns the evictions."""
+    from .ledger import Ledger
+
+    old = state.ledger
+    chunk = read_transcript(state.transcript) if state.transcript else TranscriptChunk()
+    start, end = compaction_span(chunk)
+    ledger = Ledger(conversation_id=old.conversation_id, nonce=old.nonce, key=old.key)
+    pinned = fw.pin(ledger, chunk.turns[start:end], offset=start,
+                    beside=[summary] if summary else [])
+    state.ledger, state.held, state.pinned = ledger, sorted(pinned.held), True
+    return pinned.evicted
+
+
+def _fit(state: SessionState) -> list[Any]:
+    """Without a firewall (re-injecting hooks do not load the packs when ``post-compact`` built
+    the ledger): the default budget's cap, the values the summary holds costing nothing."""
+    return state.ledger.fit(Budget().tokens(None), held=set(state.held))
 
 
 def session_start(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> dict | None:
@@ -258,7 +322,11 @@ def _reinject(event: dict[str, Any], fw: Any, hook_event: str,
         state = load_state(session)
         if (only_pending and not state.pending) or not len(state.ledger):
             return None
-        _fit(state, fw)  # a no-op after post_compact; the budget when it did not run
+        if not state.pinned and fw is not None:  # no post-compact built it: built here
+            chunk = read_transcript(state.transcript) if state.transcript else None
+            _pin_compaction(state, fw, transcript_summary(chunk) if chunk else None)
+        else:
+            _fit(state)  # a no-op after post_compact
         state.pending = False
         save_state(state)
     return {"hookSpecificOutput": {"hookEventName": hook_event,
@@ -288,6 +356,18 @@ def _audit_log() -> Any:
     return open_audit_log(os.environ.get(DB_ENV) or None)
 
 
+def _unpinned(name: str, event: dict[str, Any]) -> bool:
+    """Will this re-injecting hook have to build the compaction's ledger (no post-compact
+    did)? Then it needs the packs."""
+    if name == "session-start" and event.get("source") != "compact":
+        return False
+    session = event.get("session_id")
+    if not isinstance(session, str) or not session or not session_path(session).exists():
+        return False
+    state = load_state(session)
+    return state.pending and not state.pinned and len(state.ledger) > 0
+
+
 def _session(event: dict[str, Any]) -> str:
     session = event.get("session_id")
     if not isinstance(session, str) or not session:
@@ -311,7 +391,7 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
         if not isinstance(event, dict):
             raise FirewallError("hook input is not a JSON object")
         fw = None
-        if name in ("pre-compact", "post-compact"):
+        if name in ("pre-compact", "post-compact") or _unpinned(name, event):
             from .guard import Firewall
 
             fw = Firewall(rules or None)
@@ -329,15 +409,28 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
 def hooks_config(agent: str, command: str = "firewall", rules: list[str] | None = None,
                  only: bool = False) -> dict[str, Any]:
     """The ``{"hooks": {...}}`` block for Claude Code settings.json or Codex hooks.json;
-    ``rules`` are added to the built-in packs, or replace them with ``only``."""
+    ``rules`` are added to the built-in packs, or replace them with ``only``.
+
+    The agent runs the command through a shell: every value is quoted as one shell word (a
+    pack path with a space stays one path; ``;``, ``$(...)`` or a backtick in a value is text,
+    never a second command). ``command`` is shell words (``uv run firewall``; a path with a
+    space written quoted), each quoted again."""
     if agent not in _WIRING:
         raise FirewallError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise FirewallError(f"--command {command!r} is not shell words: {exc}") from None
+    if not words:
+        raise FirewallError("--command is empty")
+    program = " ".join(shlex.quote(w) for w in words)
     extra = (" --agent codex" if agent == "codex" else "") + "".join(
-        f" --rules {r}" for r in rules or ()) + (" --only" if only and rules else "")
+        f" --rules {shlex.quote(str(r))}" for r in rules or ()) + (
+        " --only" if only and rules else "")
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event, matcher, name in _WIRING[agent]:
         hooks.setdefault(event, []).append({"matcher": matcher, "hooks": [
-            {"type": "command", "command": f"{command} hooks run {name}{extra}"}]})
+            {"type": "command", "command": f"{program} hooks run {name}{extra}"}]})
     return {"hooks": hooks}
 
 

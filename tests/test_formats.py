@@ -144,8 +144,9 @@ def test_a_broken_line_of_a_session_file_is_reported_and_the_rest_read(tmp_path)
                                            *lines[4:]]) + "\n", encoding="utf-8")
     errors = []
     (conversation,) = read_conversations(path, on_error=errors.append)
-    assert [str(e) for e in errors] == [f"{path}: 1 line(s) not JSON, or holding a malformed "
-                                        "message, skipped in this session file"]
+    # the line is named (file:line, as every bad line), the rest of the session is read
+    assert [str(e) for e in errors] == [f"{path}:5: invalid JSON: Expecting ',' delimiter "
+                                        "(column 44): line skipped, the rest of the session read"]
     assert len(conversation.turns) == len(next(read_conversations(
         TRANSCRIPTS / "claude_code_session.jsonl")).turns)
     with pytest.raises(ConversationError):

@@ -7,7 +7,10 @@ A file is either JSONL, one conversation object per line, or one JSON document: 
 messages, or an object with ``messages``. A coding agent's own session file (a Claude Code
 transcript, a Codex CLI rollout: JSONL of events, ``transcripts``) is one conversation, read
 whole; ``meta["boundaries"]`` holds where the agent compacted it (the index of the first message
-after each compaction) and ``meta["summaries"]`` what it wrote there.
+after each compaction), ``meta["summaries"]`` what it wrote there, ``meta["cuts"]`` the byte
+range of the file each compaction wrote, ``meta["ignored"]`` the lines of other types passed
+over (by type) and ``meta["bad_lines"]`` the lines that could not be read (each also reported
+as a bad line: the rest of the session is read).
 """
 
 from __future__ import annotations
@@ -129,21 +132,33 @@ def is_jsonl(path: str | Path) -> bool:
         return jsonl and not _is_session_file(handle)
 
 
+_SESSION_PROBE_LINES = 64  # lines read to tell a session file from a JSONL of conversations
+
+
 def _is_session_file(handle: Any) -> bool:
-    """Is the first JSON line of this JSONL file an event of a coding agent's session file
-    (a Claude Code transcript entry, a Codex rollout line) rather than a conversation?"""
+    """Is this JSONL file a coding agent's session file (Claude Code transcript, Codex
+    rollout) rather than conversations? Decided by the first line that is either (a
+    conversation, or an event of a session); lines that are neither (a record type not known
+    yet, a line left invalid by hand editing) are passed over."""
     from .transcripts import is_session_event
 
-    for line in handle:
-        if line.strip():
-            break
-    else:
-        line = b""
-    handle.seek(0)
     try:
-        return is_session_event(json.loads(line))
-    except (ValueError, RecursionError):
+        for number, line in enumerate(handle):
+            if number == _SESSION_PROBE_LINES:
+                break
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(doc, list) or (isinstance(doc, dict) and "messages" in doc):
+                return False
+            if is_session_event(doc):
+                return True
         return False
+    finally:
+        handle.seek(0)
 
 
 def _session(path: Path, name: str, handle: Any,
@@ -156,9 +171,9 @@ def _session(path: Path, name: str, handle: Any,
         on_progress(handle.seek(0, 2))
     if not chunk.turns:
         raise ConversationError("a session file without a message", source=name)
-    if chunk.skipped:  # the rest of the session is still read: said, not silent
-        bad = ConversationError(f"{chunk.skipped} line(s) not JSON, or holding a malformed "
-                                "message, skipped in this session file", source=name)
+    for line, what in chunk.bad:  # each said where it is; the rest of the session is read
+        bad = ConversationError(f"{what}: line skipped, the rest of the session read",
+                                source=name, line=line)
         if on_error is None:
             raise bad
         on_error(bad)
@@ -170,7 +185,9 @@ def _session(path: Path, name: str, handle: Any,
                      and chunk.turns[b].role == "assistant" else "" for b in chunk.boundaries]
     return Conversation(turns=chunk.turns, id=path.stem, format=fmt,
                         meta={"agent": chunk.agent, "boundaries": chunk.boundaries,
-                              "summaries": summaries})
+                              "summaries": summaries, "cuts": chunk.cuts,
+                              "ignored": chunk.ignored, "bad_lines": len(chunk.bad),
+                              "path": str(path)})
 
 
 def read_jsonl_range(path: str | Path, start: int, end: int, *, first_line: int,

@@ -4,9 +4,19 @@ Read by the hooks (to pin literals as the session goes) and by the diagnostics (
 agent really compacted). Shapes: a Claude Code session file is JSONL of entries with ``type``
 ``user`` / ``assistant`` (a ``message`` in the Messages API shape), ``system`` (among them the
 ``compact_boundary`` entry a compaction writes, followed by the ``isCompactSummary`` user entry
-holding the summary), ``summary`` and ``file-history-snapshot``; a Codex rollout is JSONL of
-``{"type", "payload"}`` lines (``session_meta``, ``response_item``, ``compacted``,
-``turn_context``, ``event_msg``).
+holding the summary), and records that hold no message (``summary``, ``file-history-snapshot``,
+``queue-operation``, ``permission-mode``, ``custom-title``, ``progress``, ...: new ones appear
+with new releases); a Codex rollout is JSONL of ``{"type", "payload"}`` lines (``session_meta``,
+``response_item``, ``compacted``, ``turn_context``, ``event_msg``). A line of a type that holds
+nothing to read is counted (``TranscriptChunk.ignored``), never a reason to reject the file; a
+line that is not JSON is counted with its line number (``TranscriptChunk.bad``) and the rest of
+the file is read.
+
+What Claude Code writes as a ``user`` entry is not always typed by the user: the output of a
+``!command`` (``<bash-stdout>``, ``<bash-stderr>``) or of a local slash command
+(``<local-command-stdout>``) and a background task's notice (``<task-notification>``) are tool
+output; ``isMeta`` entries and system reminders are the harness's (``system``); the summary a
+compaction writes (``isCompactSummary``) is machine text (``assistant``).
 """
 
 from __future__ import annotations
@@ -22,7 +32,19 @@ from ..turns import ToolCall, Turn
 from . import anthropic
 
 _CODEX_LINE_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
-_CLAUDE_EVENT_TYPES = {"system", "summary", "file-history-snapshot"}
+# Claude Code records without a message (a line of any type with a session key counts too)
+_CLAUDE_RECORD_TYPES = {"system", "summary", "file-history-snapshot", "queue-operation",
+                        "permission-mode", "custom-title", "ai-title", "agent-name", "progress",
+                        "attachment", "last-prompt", "mode", "tag"}
+_CLAUDE_SESSION_KEYS = ("sessionId", "uuid", "parentUuid", "leafUuid", "messageId")
+# A user entry starting with one of these is output the harness recorded, not typed text:
+# (tool name it is read as, or None for harness text read as ``system``).
+_CLAUDE_OUTPUT_TAGS = (("<bash-stdout>", "bash"), ("<bash-stderr>", "bash"),
+                       ("<local-command-stdout>", "local-command"),
+                       ("<local-command-stderr>", "local-command"),
+                       ("<task-notification>", "task-notification"),
+                       ("<user-prompt-submit-hook>", "hook"),
+                       ("<system-reminder>", None), ("<local-command-caveat>", None))
 # Harness text Codex sends as user messages: context, not something the user typed.
 _CODEX_HARNESS = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
                   "<permissions instructions>")
@@ -39,29 +61,46 @@ class TranscriptChunk:
     turns: list[Turn] = field(default_factory=list)
     offset: int = 0
     summaries: list[str] = field(default_factory=list)
-    skipped: int = 0
+    # (line number from the offset read, 1-based; what is wrong): lines not JSON, or holding a
+    # malformed message, skipped
+    bad: list[tuple[int, str]] = field(default_factory=list)
     boundaries: list[int] = field(default_factory=list)
     agent: str | None = None  # claude-code | codex, from the first line of either shape
+    ignored: dict[str, int] = field(default_factory=dict)  # lines without a turn, by type
+    # per compaction: the byte offsets where its boundary line starts and where the line that
+    # completes it (Claude Code's summary entry, Codex's ``compacted`` line) ends
+    cuts: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return len(self.bad)
+
+    def ignore(self, kind: str) -> None:
+        self.ignored[kind] = self.ignored.get(kind, 0) + 1
 
 
 def is_session_event(line: Any) -> bool:
-    """A line of a Claude Code transcript (an entry with a ``message``, or a ``system``,
-    ``summary`` or ``file-history-snapshot`` entry of a session) or of a Codex rollout."""
-    if not isinstance(line, dict) or not isinstance(line.get("type"), str):
+    """A line of a Claude Code transcript (an entry with a ``message``, or a record of a
+    session: any type Claude Code writes, or one with a session key) or of a Codex rollout. A
+    conversation (an object with ``messages``) is not one."""
+    if not isinstance(line, dict) or not isinstance(line.get("type"), str) or "messages" in line:
         return False
     if line["type"] in _CODEX_LINE_TYPES:
         return "payload" in line
     if line["type"] in ("user", "assistant"):
-        return isinstance(line.get("message"), dict) and "messages" not in line
-    return line["type"] in _CLAUDE_EVENT_TYPES and any(
-        key in line for key in ("sessionId", "uuid", "leafUuid", "messageId"))
+        return isinstance(line.get("message"), dict)
+    return line["type"] in _CLAUDE_RECORD_TYPES or any(
+        key in line for key in _CLAUDE_SESSION_KEYS)
 
 
 def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> TranscriptChunk:
     """Parse the complete JSONL lines of a Claude Code or Codex transcript from byte ``offset``.
 
-    Unknown, partial (a line still being written), non-JSON and sidechain lines are skipped, so
-    a new event type never breaks a hook. A file shorter than ``offset`` is read from the start.
+    Lines of other types, partial lines (one still being written) and bad lines are skipped
+    (the bad ones listed in ``bad``), so a new record type never breaks a hook. Sidechain
+    entries (a subagent's turns, not in this context) are skipped, unless the file holds
+    nothing else: then it is a subagent's own transcript, read as its conversation. A file
+    shorter than ``offset`` is read from the start.
     """
     with open(path, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
@@ -70,57 +109,103 @@ def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> Transcript
         data = handle.read()
     end = data.rfind(b"\n") + 1  # only complete lines; the rest is read next time
     chunk = TranscriptChunk(offset=offset + end)
-    claude: list[tuple[dict[str, Any], str | None]] = []
-    for raw in data[:end].splitlines():
+    claude: list[tuple[dict[str, Any], tuple[str, str | None] | None]] = []
+    sidechain: list[tuple[dict[str, Any], tuple[str, str | None] | None]] = []
+    start = offset
+    for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
+        at, start = start, start + len(raw) + 1
+        if not raw.strip():
+            continue
         try:
             line = json.loads(raw)
-        except ValueError:  # includes undecodable bytes
-            chunk.skipped += raw.strip() != b""
+        except ValueError as exc:  # includes undecodable bytes
+            chunk.bad.append((number, f"invalid JSON: {_reason(exc)}"))
             continue
         if not isinstance(line, dict):
-            chunk.skipped += 1
-        elif line.get("type") == "system" and line.get("subtype") == "compact_boundary":
+            chunk.bad.append((number, f"a JSON {type(line).__name__}, not an object"))
+            continue
+        kind = line.get("type") if isinstance(line.get("type"), str) else "(no type)"
+        if kind == "system" and line.get("subtype") == "compact_boundary":
             if line.get("isSidechain") is not True:
                 chunk.agent = chunk.agent or "claude-code"
                 chunk.boundaries.append(len(chunk.turns) + len(claude))
-        elif isinstance(line.get("type"), str) and line["type"] in _CODEX_LINE_TYPES \
-                and "payload" in line:
+                chunk.cuts.append((at, start))
+            continue
+        if kind in _CODEX_LINE_TYPES and "payload" in line:
             chunk.agent = chunk.agent or "codex"
-            _codex_line(line, chunk)
-        elif isinstance(line.get("message"), dict):
-            chunk.agent = chunk.agent or "claude-code"
-            if line.get("isSidechain") is True:  # a subagent's turn, not in this context
-                continue
-            message = _claude_message(line)
-            if message is None:
-                chunk.skipped += 1
-            else:
-                claude.append(message)
+            _codex_line(line, chunk, number, (at, start))
+            continue
+        if not isinstance(line.get("message"), dict) or kind not in ("user", "assistant"):
+            chunk.ignore(kind)
+            continue
+        chunk.agent = chunk.agent or "claude-code"
+        message = _claude_message(line)
+        if message is None:
+            chunk.bad.append((number, f"a {kind} entry whose message is malformed"))
+        elif line.get("isSidechain") is True:  # a subagent's turn, not in this context
+            sidechain.append(message)
+        else:
+            if line.get("isCompactSummary") and chunk.cuts and len(chunk.boundaries) == len(
+                    chunk.cuts) and chunk.boundaries[-1] == len(chunk.turns) + len(claude):
+                chunk.cuts[-1] = (chunk.cuts[-1][0], start)  # the summary completes the cut
+            claude.append(message)
+    if sidechain and not claude and not chunk.turns:
+        claude = sidechain  # a subagent's own transcript
+    elif sidechain:
+        chunk.ignored["sidechain"] = len(sidechain)
     if claude:
         chunk.turns += _claude_turns(claude)
     return chunk
 
 
-def _claude_message(line: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
+def _reason(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} (column {exc.colno})"
+    return str(exc).split(":")[0]  # not UTF-8: the codec's message without the bytes
+
+
+def _claude_message(line: dict[str, Any]
+                    ) -> tuple[dict[str, Any], tuple[str, str | None] | None] | None:
+    """The entry's message in the Messages API shape, and the role (and tool name) it is read
+    as when that is not its own (see the module's docstring)."""
     message = line["message"]
-    if line.get("type") not in ("user", "assistant") or message.get("role") not in (
-            "user", "assistant"):
+    if message.get("role") not in ("user", "assistant"):
         return None
     shaped = {"role": message["role"], "content": message.get("content")}
     try:
         anthropic.to_turns([shaped])  # validates the line on its own
     except FirewallError:
         return None
-    # The compaction summary is machine text; meta lines are harness text, never user-typed.
-    role = "assistant" if line.get("isCompactSummary") else "system" if line.get("isMeta") \
-        else None
-    return shaped, role
+    if line.get("isCompactSummary"):  # the compaction summary is machine text
+        return shaped, ("assistant", None)
+    if line.get("isMeta"):  # harness text, never user-typed
+        return shaped, ("system", None)
+    if shaped["role"] == "user":
+        text = _leading_text(shaped["content"])
+        for tag, tool in _CLAUDE_OUTPUT_TAGS:
+            if text.startswith(tag):
+                return shaped, ("tool", tool) if tool else ("system", None)
+    return shaped, None
 
 
-def _claude_turns(messages: list[tuple[dict[str, Any], str | None]]) -> list[Turn]:
+def _leading_text(content: Any) -> str:
+    """The text a user entry starts with (its first text block), without leading blanks."""
+    if isinstance(content, str):
+        return content.lstrip()
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and block.get("type") == "text":
+            return str(block.get("text") or "").lstrip()
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            return ""
+    return ""
+
+
+def _claude_turns(messages: list[tuple[dict[str, Any], tuple[str, str | None] | None]]
+                  ) -> list[Turn]:
     turns = anthropic.to_turns([m for m, _ in messages])  # one pass: tool names by tool_use id
-    return [t if role is None or t.role == "tool" else dataclasses.replace(t, role=role)
-            for t, (_, role) in zip(turns, messages, strict=True)]
+    return [t if read_as is None or t.role == "tool"
+            else dataclasses.replace(t, role=read_as[0], tool_name=read_as[1])
+            for t, (_, read_as) in zip(turns, messages, strict=True)]
 
 
 def _codex_text(content: Any) -> str:
@@ -144,17 +229,20 @@ def _codex_arguments(raw: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
-def _codex_line(line: dict[str, Any], chunk: TranscriptChunk) -> None:
+def _codex_line(line: dict[str, Any], chunk: TranscriptChunk, number: int,
+                cut: tuple[int, int]) -> None:
     payload = line["payload"]
     if not isinstance(payload, dict):
-        chunk.skipped += 1
+        chunk.bad.append((number, f"a {line['type']} line whose payload is not an object"))
         return
     if line["type"] == "compacted":
         chunk.summaries.append(payload.get("message") or "")
         chunk.boundaries.append(len(chunk.turns))
+        chunk.cuts.append(cut)
         return
     if line["type"] != "response_item":
-        return  # session_meta, turn_context, event_msg (duplicates of response items)
+        chunk.ignore(line["type"])  # session_meta, turn_context, event_msg (duplicates)
+        return
     kind, turns = payload.get("type"), chunk.turns
     if kind == "message":
         role, text = payload.get("role"), _codex_text(payload.get("content"))
@@ -177,4 +265,5 @@ def _codex_line(line: dict[str, Any], chunk: TranscriptChunk) -> None:
                     None)
         turns.append(Turn(role="tool", text=_codex_text(payload.get("output")), tool_name=name,
                           tool_call_id=call_id, raw=payload))
-    # reasoning (often encrypted), web_search_call, ghost snapshots: nothing to pin
+    else:  # reasoning (often encrypted), web_search_call, ghost snapshots: nothing to pin
+        chunk.ignore(f"response_item:{kind}")
