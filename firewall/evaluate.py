@@ -40,6 +40,7 @@ import regex
 
 from .budget import Budget, budget_tokens, parse_budget
 from .extract import scalar_leaves
+from .hook_eval import HOOKS, add_hook_contexts
 from .ledger import Ledger
 from .literals import Literal
 from .tokens import count_tokens
@@ -472,10 +473,12 @@ class EvalTask:
         cuts = [(frac, k, None) for frac, k in cut_points(len(conversation.turns),
                                                             self.fractions)]
         cuts += agent_cuts(conversation)
-        return [CutScore.of(evaluate_cut(conversation, k, firewall=firewall, budget=self.budget,
-                                         keep_last=self.keep_last, source=source, frac=frac,
-                                         agent_summary=summary))
-                for frac, k, summary in cuts]
+        scored = [evaluate_cut(conversation, k, firewall=firewall, budget=self.budget,
+                               keep_last=self.keep_last, source=source, frac=frac,
+                               agent_summary=summary)
+                  for frac, k, summary in cuts]
+        add_hook_contexts(scored, conversation, firewall)  # the agent's compactions, via hooks
+        return [CutScore.of(cut) for cut in scored]
 
 
 def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
@@ -572,17 +575,22 @@ def format_report(result: dict[str, Any]) -> str:
     agent = [g for g in result["groups"] if g["frac"] == AGENT]
     if agent:
         lines += ["\nAt the compactions the agents made themselves (their own summary, then "
-                  "the ledger re-injected after it):",
+                  "the ledger re-injected after it; + hooks' block: the summary and what the "
+                  "pre-compact, post-compact and session-start hooks re-inject, driven on the "
+                  "session file):",
                   "| source | cuts | ID-like | strict | agent summary ID | agent strict | "
-                  "+ ledger ID | + ledger strict | ledger alone ID | cost |",
-                  "|" + "---|" * 10]
+                  "+ ledger ID | + ledger strict | ledger alone ID | cost | "
+                  "+ hooks' block ID | + hooks' block strict |",
+                  "|" + "---|" * 12]
         for g in agent:
             a, al, led = g["agent"], g["agent+ledger"], g["ledger"]
+            hk = g.get(HOOKS, {"recall": {"id_like": None, "strict": None}})
             lines.append("| " + " | ".join(str(c) for c in (
                 g["source"], g["cuts"], a["n"]["id_like"], a["n"]["strict"],
                 _p(a["recall"]["id_like"]), _p(a["recall"]["strict"]),
                 _p(al["recall"]["id_like"]), _p(al["recall"]["strict"]),
-                _p(led["recall"]["id_like"]), _p(led["cost_total"]))) + " |")
+                _p(led["recall"]["id_like"]), _p(led["cost_total"]),
+                _p(hk["recall"]["id_like"]), _p(hk["recall"]["strict"]))) + " |")
     lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
                  f"budget {result['budget']}"
                  f"{' tokens' if isinstance(result['budget'], int) else ''}; "

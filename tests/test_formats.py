@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from firewall.errors import ConversationError
-from firewall.formats import detect_format, parse_messages, read_conversations
+from firewall.formats import detect_format, is_jsonl, parse_messages, read_conversations
 
 CONVERSATIONS = Path(__file__).parent / "fixtures" / "conversations"
 
@@ -151,3 +151,67 @@ def test_a_broken_line_of_a_session_file_is_reported_and_the_rest_read(tmp_path)
         TRANSCRIPTS / "claude_code_session.jsonl")).turns)
     with pytest.raises(ConversationError):
         list(read_conversations(path))
+
+
+# ── every record a coding agent writes reads (issue 26) ─────────────────────────────────────
+
+def test_every_claude_code_record_type_reads_as_one_conversation(tmp_path):
+    path = TRANSCRIPTS / "claude_code_records.jsonl"
+    assert not is_jsonl(path)  # its first line is a queue-operation record
+    errors = []
+    (conversation,) = read_conversations(path, on_error=errors.append)
+    # the line a redaction left invalid is named and skipped; nothing else is an error
+    assert [e.line for e in errors] == [13] and "invalid JSON" in str(errors[0])
+    assert conversation.meta["bad_lines"] == 1
+    # records without a message are counted by type, never a reason to reject the file
+    assert conversation.meta["ignored"] == {
+        "queue-operation": 1, "permission-mode": 1, "custom-title": 1, "summary": 1,
+        "file-history-snapshot": 1, "progress": 1, "system": 1, "agent-name": 1,
+        "worktree-state": 1, "sidechain": 1}
+    roles = [(t.role, t.tool_name) for t in conversation.turns]
+    assert roles == [
+        ("tool", None),  # the file starts mid-session: a result whose call came before it
+        ("user", None),  # /model opus: a slash command the user typed
+        ("tool", "local-command"),  # what the slash command printed
+        ("system", None),  # isMeta caveat
+        ("user", None),  # !ls deploy/releases: typed
+        ("tool", "bash"),  # what it printed: tool output, not user-typed
+        ("user", None), ("assistant", None), ("tool", "Read"),
+        ("system", None),  # a system reminder the harness put in a user entry
+        ("tool", "task-notification"),  # a background task's notice
+        ("assistant", None)]
+    assert all("web-99" not in t.text for t in conversation.turns)  # the subagent's turn
+
+
+def test_a_first_line_left_invalid_does_not_hide_a_session_file(tmp_path):
+    path = tmp_path / "session.jsonl"
+    lines = (TRANSCRIPTS / "claude_code_records.jsonl").read_bytes().splitlines(keepends=True)
+    path.write_bytes(b'{"type":"user","message":{"role":"user","content":"cut "here"}}\n'
+                     + b"".join(lines[5:]))
+    errors = []
+    (conversation,) = read_conversations(path, on_error=errors.append)
+    assert [e.line for e in errors] == [1, 9] and len(conversation.turns) == 12
+
+
+def test_a_subagents_own_transcript_reads_as_its_conversation():
+    (conversation,) = read_conversations(TRANSCRIPTS / "claude_code_subagent.jsonl")
+    assert [t.role for t in conversation.turns] == ["user", "assistant", "tool", "assistant"]
+    assert conversation.turns[2].tool_name == "Grep"
+
+
+def test_a_codex_rollout_with_a_line_type_not_known_yet_reads():
+    (conversation,) = read_conversations(TRANSCRIPTS / "codex_rollout_new_types.jsonl")
+    assert conversation.format == "openai_responses"
+    assert [t.role for t in conversation.turns] == ["user", "assistant", "tool"]
+    assert conversation.meta["ignored"] == {"session_state": 1, "session_meta": 1,
+                                            "event_msg": 1}
+
+
+def test_objects_without_messages_before_a_conversation_are_still_conversations(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    conversation = {"id": "c", "messages": [{"role": "user", "content": "hi"}]}
+    path.write_text(json.dumps({"note": "no type"}) + "\n" + json.dumps(conversation) + "\n",
+                    encoding="utf-8")
+    errors = []
+    assert [c.id for c in read_conversations(path, on_error=errors.append)] == ["c"]
+    assert [e.line for e in errors] == [1]

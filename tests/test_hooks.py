@@ -8,6 +8,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,13 @@ rules:
     examples:
       match: [{text: 'mail dana.k@example.com now', literals: ['dana.k@example.com']}]
       no_match: ['no at sign']
+  - id: release-id
+    kind: regex
+    description: Release names of the deploy fixtures
+    pattern: '\brel-\d{4}-\d{2}-\d{2}-\d{4}\b'
+    examples:
+      match: [{text: 'release rel-2026-01-10-4452 failed', literals: ['rel-2026-01-10-4452']}]
+      no_match: ['rel-1']
   - id: source-path
     kind: regex
     description: Repository-relative source paths
@@ -389,3 +397,121 @@ def test_cli_print_and_install(tmp_path, capsys):
     target = tmp_path / "hooks.json"
     assert hooks.main(["codex", "--install", str(target)]) == 0
     assert json.loads(target.read_text()) == hooks.hooks_config("codex")
+
+
+# ── what a user entry holds is read as what it is (issue 28, defect 9) ───────────────────────
+
+def test_bash_mode_output_is_tool_output_not_user_typed(fw):
+    event = claude_event("PreCompact", FIXTURES / "claude_code_records.jsonl", trigger="auto")
+    hooks.pre_compact(event, fw)
+    entries = {e.value: e for e in hooks.load_state(event["session_id"]).ledger.entries}
+    printed, typed = entries["rel-2026-01-09-4417"], entries["rel-2026-01-10-4452"]
+    # rel-...-4417 is only in what `!ls` printed: tool output, never required of the summary
+    assert (printed.role, fw.is_required(printed)) == ("tool", False)
+    assert printed.severity != "required"
+    assert (typed.role, fw.is_required(typed)) == ("user", True)  # the user typed this one
+
+
+# ── the hooks give the agent what eval measures (issue 31) ───────────────────────────────────
+
+COMPACTED = FIXTURES / "claude_code_compacted.jsonl"
+
+
+def _cut_at_compactions(path: Path):
+    """(boundary, summary, bytes before the boundary line, bytes up to the summary's end)."""
+    from firewall.formats import read_conversations
+
+    (conversation,) = read_conversations(path)
+    data, meta = path.read_bytes(), conversation.meta
+    return conversation, [(b, s, data[:start], data[:end]) for b, s, (start, end)
+                          in zip(meta["boundaries"], meta["summaries"], meta["cuts"])]
+
+
+@pytest.mark.parametrize("budget", [10_000, 60])  # every value; a budget that must evict
+def test_three_handlers_re_inject_every_pinned_value_the_summary_lacks(tmp_path, pack_path,
+                                                                       budget):
+    fw = firewall.Firewall([pack_path], budget_tokens=budget)
+    conversation, cuts = _cut_at_compactions(COMPACTED)
+    assert len(cuts) == 2
+    transcript = tmp_path / "transcript.jsonl"
+    event = claude_event("PreCompact", transcript, trigger="auto")
+    audit = firewall.audit.MemoryAuditLog()
+    evicted_somewhere = False
+    for boundary, summary, before, after in cuts:
+        transcript.write_bytes(before)
+        hooks.pre_compact(event, fw)
+        transcript.write_bytes(after)
+        hooks.post_compact(claude_event("PostCompact", transcript, trigger="auto",
+                                        compact_summary=summary), fw, audit=audit)
+        out = hooks.session_start(claude_event("SessionStart", transcript, source="compact"),
+                                  None)
+        state = hooks.load_state(event["session_id"])
+        block = out["hookSpecificOutput"]["additionalContext"]
+        written = [e.value for e in Ledger.parse(block, state.ledger.nonce, state.ledger.key)]
+        # every pinned value the summary lacks is in the block, byte-exact
+        lacking = [v for v in state.ledger.values() if v not in summary]
+        assert lacking and set(lacking) <= set(written)
+        # and the pinned values are those eval pins at the same point, with the same code
+        ledger = Ledger.new("eval")
+        pinned = fw.pin(ledger, conversation.turns[:boundary], beside=[summary])
+        assert state.ledger.values() == ledger.values()
+        assert sorted(pinned.held) == state.held
+        evicted_somewhere |= bool(pinned.evicted)
+    assert evicted_somewhere == (budget == 60)
+    assert len(list(audit.export())) == 2
+
+
+def test_eval_drives_the_hooks_at_each_compaction_of_a_session_file(pack_path):
+    from firewall import evaluate
+    from firewall.formats import read_conversations
+
+    fw = firewall.Firewall([pack_path], budget_tokens=60)
+    (conversation,) = read_conversations(COMPACTED)
+    task = evaluate.EvalTask([pack_path], (), 60, 4)
+    scores = task(fw, str(COMPACTED), conversation)
+    agent = [s for s in scores if s.frac == evaluate.AGENT]
+    assert len(agent) == 2
+    for score in agent:  # through the hooks, the agent has what eval's summary + ledger has
+        assert score.scores["hooks"][0] == score.scores["agent+ledger"][0]
+        assert score.scores["hooks"][1] == score.scores["agent+ledger"][1]
+    result = evaluate.run([COMPACTED], fractions=(), packs=[pack_path], budget=60)
+    assert "+ hooks' block ID" in evaluate.format_report(result)
+
+
+# ── hook commands are shell words (issue 28, defect 12) ──────────────────────────────────────
+
+def _shell(command: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True,
+                          timeout=60, **kwargs)
+
+
+def test_a_crafted_rules_or_command_value_runs_no_command(tmp_path):
+    echo = f"{shlex.quote(sys.executable)} -c {shlex.quote('import sys; print(sys.argv[1:])')}"
+    crafted = ["x; touch PWNED1", "$(touch PWNED2)", "`touch PWNED3`", "a'b\"c d"]
+    for command in (echo, echo + " ; touch PWNED4", echo + " $(touch PWNED5)"):
+        config = hooks.hooks_config("claude-code", command=command, rules=crafted)
+        line = config["hooks"]["PreCompact"][0]["hooks"][0]["command"]
+        done = _shell(line, tmp_path)
+        assert done.returncode == 0, done.stderr
+        argv = ast.literal_eval(done.stdout)
+        assert argv[argv.index("--rules") + 1] == crafted[0]  # each value one word, intact
+        assert [argv[i + 1] for i, a in enumerate(argv) if a == "--rules"] == crafted
+    assert not list(tmp_path.glob("PWNED*"))
+
+
+def test_a_pack_path_with_a_space_works_in_the_installed_hook(tmp_path, pack_path):
+    spaced = tmp_path / "my packs" / "hook test.yaml"
+    spaced.parent.mkdir()
+    shutil.copy(pack_path, spaced)
+    cli = tmp_path / "fw cli.py"  # a command path with a space too, written quoted
+    cli.write_text("import sys\nfrom firewall.cli import main\nsys.exit(main())\n")
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(cli))}"
+    settings = tmp_path / "settings.json"
+    hooks.install(settings, "claude-code", command=command, rules=[str(spaced)], only=True)
+    line = json.loads(settings.read_text())["hooks"]["PreCompact"][0]["hooks"][0]["command"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = _shell(line, tmp_path, input=json.dumps(claude_event("PreCompact", trigger="auto")),
+                  env=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    state = hooks.load_state(claude_event("x")["session_id"])
+    assert {INVOICE, ORDER} <= set(state.ledger.values())
