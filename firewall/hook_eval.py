@@ -44,7 +44,9 @@ def through_hooks(conversation: Any, firewall: Any) -> dict[int, tuple[str, int,
     with tempfile.TemporaryDirectory(prefix="firewall-hooks-") as tmp, state_in(tmp), \
             contextlib.redirect_stderr(io.StringIO()):
         transcript = Path(tmp) / "transcript.jsonl"
-        event = {"session_id": "eval", "transcript_path": str(transcript)}
+        # the conversation's id as the session's: the firewall resumes eval's scan of the span
+        session = conversation.id
+        event = {"session_id": session, "transcript_path": str(transcript)}
         log = MemoryAuditLog()
         for boundary, summary, (start, end) in zip(meta["boundaries"], meta["summaries"], cuts):
             transcript.write_bytes(data[:start])  # as it stood when PreCompact fired
@@ -55,7 +57,7 @@ def through_hooks(conversation: Any, firewall: Any) -> dict[int, tuple[str, int,
             start_event = dict(event, source="compact")
             answer = session_start(start_event, None, agent) or {}
             block = answer.get("hookSpecificOutput", {}).get("additionalContext", "")
-            decoded = decoded_values(load_state("eval").ledger) if block else ""
+            decoded = decoded_values(load_state(session).ledger) if block else ""
             text = "\n".join(p for p in (summary, block, decoded) if p)
             out[boundary] = (text, count_tokens(summary) + count_tokens(block), block)
     return out

@@ -279,16 +279,20 @@ def transcript_summary(chunk: TranscriptChunk) -> str | None:
     return turn.text if turn is not None and turn.role == "assistant" else None
 
 
-def _pin_compaction(state: SessionState, fw: Any, summary: str | None) -> list[Any]:
+def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
+                    summary_in_transcript: bool = False) -> list[Any]:
     """Build the ledger of the transcript's latest compaction with ``Firewall.pin``, the path
     ``compact`` and ``firewall eval`` share: the whole transcript read again (the span's uses
     rank the entries and its size sets the budget), a new ledger under the session's nonce and
-    key (a block it wrote stays recognisable), the values ``summary`` holds costing nothing.
-    Returns the evictions."""
+    key (a block it wrote stays recognisable), the values ``summary`` (or, with
+    ``summary_in_transcript``, the one the transcript holds) holds costing nothing. Returns the
+    evictions."""
     from .ledger import Ledger
 
     old = state.ledger
     chunk = read_transcript(state.transcript) if state.transcript else TranscriptChunk()
+    if summary_in_transcript:
+        summary = transcript_summary(chunk)
     start, end = compaction_span(chunk)
     ledger = Ledger(conversation_id=old.conversation_id, nonce=old.nonce, key=old.key)
     pinned = fw.pin(ledger, chunk.turns[start:end], offset=start,
@@ -323,8 +327,7 @@ def _reinject(event: dict[str, Any], fw: Any, hook_event: str,
         if (only_pending and not state.pending) or not len(state.ledger):
             return None
         if not state.pinned and fw is not None:  # no post-compact built it: built here
-            chunk = read_transcript(state.transcript) if state.transcript else None
-            _pin_compaction(state, fw, transcript_summary(chunk) if chunk else None)
+            _pin_compaction(state, fw, None, summary_in_transcript=True)
         else:
             _fit(state)  # a no-op after post_compact
         state.pending = False

@@ -515,3 +515,26 @@ def test_a_pack_path_with_a_space_works_in_the_installed_hook(tmp_path, pack_pat
     assert (done.returncode, done.stderr) == (0, "")
     state = hooks.load_state(claude_event("x")["session_id"])
     assert {INVOICE, ORDER} <= set(state.ledger.values())
+
+
+def test_session_start_builds_the_ledger_when_no_post_compact_did(tmp_path):
+    # a client without PostCompact: session-start pins the span itself, the same way, the
+    # summary read from the transcript
+    conversation, cuts = _cut_at_compactions(COMPACTED)
+    boundary, summary, before, after = cuts[0]
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_bytes(before)
+    assert run("pre-compact", claude_event("PreCompact", transcript, trigger="auto"))[0] == 0
+    transcript.write_bytes(after)
+    code, out, err = run("session-start", claude_event("SessionStart", transcript,
+                                                       source="compact"))
+    assert (code, err) == (0, "")
+    state = hooks.load_state(claude_event("x")["session_id"])
+    assert state.pinned and not state.pending
+    fw = firewall.Firewall([PACK_FILE[0]])
+    ledger = Ledger.new("eval")
+    fw.pin(ledger, conversation.turns[:boundary], beside=[summary])
+    assert state.ledger.values() == ledger.values()
+    written = Ledger.parse(json.loads(out)["hookSpecificOutput"]["additionalContext"],
+                           state.ledger.nonce, state.ledger.key)
+    assert {e.value for e in written} == {v for v in ledger.values() if v not in summary}
