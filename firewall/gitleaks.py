@@ -354,9 +354,9 @@ def _convert_allowlist(allow: dict, where: str, field_name: str,
 
 def go_regex(source: str) -> str:
     """A gitleaks (Go RE2) regex as a `regex` pattern that compiles: ``Untranslatable``, with
-    the reason, where RE2 refuses it (first: a 40-byte ``(?:(?:a{1000}){1000}){100}`` would
-    take the `regex` module seconds and gigabytes to compile), where it has no translation, or
-    where the `regex` module cannot compile the translation."""
+    the reason, where RE2 refuses it (first: the `regex` module expands nested repeats when it
+    compiles, so ``(?:(?:a{1000}){1000}){100}`` would exhaust memory), where it has no
+    translation, or where the `regex` module cannot compile the translation."""
     _refused_by_re2(source)
     pattern = translate_regex(source)
     try:
