@@ -79,6 +79,36 @@ def test_byte_ranges_read_exactly_what_the_whole_file_reads(inputs):
     assert whole[-1][0] == f"big/{first - 1}"  # the id-less one, named by its line
 
 
+@pytest.fixture(scope="module")
+def unterminated(tmp_path_factory) -> str:
+    """A JSONL file whose last line has no final newline and no id (it is named by its line),
+    holding a literal no other line holds."""
+    lines = (SUGGEST / "support.jsonl").read_text("utf-8").splitlines() * 3
+    lines.append(json.dumps({"messages": [{"role": "user", "content": "refund order #W7777123"}]}))
+    path = tmp_path_factory.mktemp("unterminated") / "tail.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")  # no "\n" after the last line
+    return str(path)
+
+
+@pytest.mark.parametrize("size", [1, 700, 2048, 1 << 20])
+def test_the_last_line_without_a_final_newline_is_read_in_every_split(unterminated, size):
+    ranges = line_aligned_ranges(unterminated, size)
+    assert ranges[-1][1] == Path(unterminated).stat().st_size  # the last range reaches the end
+    ids, first = [], 1
+    for start, end in ranges:
+        ids += [c.id for c in read_jsonl_range(unterminated, start, end, first_line=first)]
+        first += count_lines(unterminated, start, end)
+    assert ids == [c.id for c in read_conversations(unterminated)]
+    assert len(ids) == 7 and ids[-1] == "tail/7"  # the unterminated line, named by its number
+
+
+def test_dask_reads_the_last_line_of_a_file_without_a_final_newline(capsys, cluster,
+                                                                     unterminated):
+    single, spread = both(capsys, cluster, "scan", unterminated, "--json")
+    assert spread == single
+    assert "#W7777123" in single[1] and '"tail/7"' in single[1]
+
+
 def test_eval_tables_and_ledgers_are_identical(capsys, cluster, inputs, tmp_path):
     one, dask = tmp_path / "one.jsonl", tmp_path / "dask.jsonl"
     files = [inputs[0], *inputs]  # the same file twice: its lines are numbered anew
