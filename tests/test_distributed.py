@@ -205,6 +205,66 @@ def test_without_dask_the_library_imports_and_says_which_extra(capsys, monkeypat
     assert code == 2 and "pip install 'literal-firewall[dask]'" in err
 
 
+# ── the client's token counter, on every worker ──────────────────────────────────────────
+
+def _count_tokens_api():
+    """Anthropic's count-tokens endpoint on 127.0.0.1: a token per word, 7 of framing; the
+    texts it was asked to count are in ``.texts``."""
+    from loopback import QuietHandler
+
+    class CountTokens(QuietHandler):
+        texts: list[str] = []
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            text = body["messages"][0]["content"]
+            self.texts.append(text)
+            data = json.dumps({"input_tokens": len(text.split()) + 7}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return CountTokens
+
+
+@pytest.fixture
+def anthropic_api(monkeypatch):
+    pytest.importorskip("anthropic")
+    from loopback import serving
+
+    api = _count_tokens_api()
+    with serving(api) as url:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        yield api
+
+
+def test_the_anthropic_counter_pickles_without_calling_the_api(anthropic_api):
+    import pickle
+
+    from firewall.tokens import anthropic_counter, counter_named, estimate_tokens
+
+    counter = counter_named("anthropic", "alpha beta gamma delta epsilon")
+    remote = anthropic_counter("claude-test")
+    assert counter is not estimate_tokens and len(anthropic_api.texts) == 3  # 2 framings, 1 sample
+    copies = pickle.loads(pickle.dumps([counter, remote]))  # what Dask sends a worker
+    assert len(anthropic_api.texts) == 3  # pickling and unpickling called nothing
+    text = "one two three four five six"
+    assert copies[0](text) == counter(text) > 0 and len(anthropic_api.texts) == 3
+    assert copies[1].framing == remote.framing == 7
+
+
+def test_replay_with_the_anthropic_counter_runs_on_dask(capsys, cluster, inputs, anthropic_api):
+    args = ("replay", *inputs[1:], "--window", "300", "--keep-last", "2", "--tokens",
+            "anthropic")
+    single, spread = both(capsys, cluster, *args)
+    assert spread == single and single[0] == 0 and "compaction(s)" in single[1]
+    # each run calibrated once (framing and sample) in this process; no worker called the API
+    assert len(anthropic_api.texts) == 4
+
+
 def test_dask_address_must_look_like_one(capsys, inputs):
     with pytest.raises(SystemExit):
         main(["scan", "--dask", inputs[0]])
