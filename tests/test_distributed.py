@@ -234,11 +234,16 @@ def anthropic_api(monkeypatch):
     pytest.importorskip("anthropic")
     from loopback import serving
 
+    from firewall.tokens import estimate_tokens, set_token_counter
+
     api = _count_tokens_api()
     with serving(api) as url:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-        yield api
+        try:
+            yield api
+        finally:  # `--tokens anthropic` installed its counter in this process
+            set_token_counter(estimate_tokens)
 
 
 def test_the_anthropic_counter_pickles_without_calling_the_api(anthropic_api):
