@@ -37,6 +37,7 @@ from .audit import (DB_ENV, KEY_ENV, KEY_FILE_ENV, Attempt, AuditLog, AuditRecor
                     RecordSummary, _one, _redacted, literal_hash, escape_surrogates, shared_key)
 from .audit_schema import LITERAL_COLUMNS, MIGRATIONS, SUMMARY_COLUMNS, migrations
 from .errors import AuditError
+from .urls import redacted_url, url_passwords, without_passwords
 
 # any constant: serializes processes migrating one database at once
 _MIGRATION_LOCK = 0x6C66_6175_6469_74  # "lfaudit"
@@ -44,12 +45,6 @@ _KEY_CHECK_TEXT = "literal-firewall audit key check"
 _PAGE = 500  # records read per query by export
 _COPY_BATCH = 100  # records copied per transaction: one commit (one WAL sync) for many
 T = TypeVar("T")
-
-
-def redacted_url(url: str) -> str:
-    """``url`` without its password, fit for an error message or a listing."""
-    url = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
-    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
 
 
 # Connections are closed before os.fork: a child must never use (nor, when it is collected,
@@ -162,6 +157,13 @@ class PostgresAuditLog:
     def _error(self, exc: psycopg.Error, action: str) -> AuditError:
         state = getattr(exc, "sqlstate", None) or ""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = without_passwords(text, self.url)  # libpq and psycopg quote parts of the URL
+        hint = ""
+        if not state and self._password_misread():
+            # read otherwise, a piece of the password may be in any part of libpq's message
+            text = type(exc).__name__
+            hint = ("; if the password holds '/', '@' or '%', percent-encode them (%2F, %40, "
+                    "%25)")
         if isinstance(exc, psycopg.OperationalError) and not state:
             reason = (f"cannot reach the server; check the URL ({DB_ENV} or --audit-db), that "
                       f"the server runs and that it accepts this user")
@@ -182,7 +184,20 @@ class PostgresAuditLog:
         else:
             reason = "unexpected PostgreSQL error"
         where = f" [{state}]" if state else ""
-        return AuditError(f"audit log {self.path}: {action} failed: {reason} ({text}{where})")
+        return AuditError(f"audit log {self.path}: {action} failed: {reason}{hint} "
+                          f"({text}{where})")
+
+    def _password_misread(self) -> bool:
+        """Whether libpq reads the URL's password otherwise than it is written (a raw ``/``,
+        ``@`` or stray ``%`` in it): then the host, port or database it names may be pieces of
+        the password."""
+        written = url_passwords(self.url)
+        if not written:
+            return False
+        try:
+            return conninfo_to_dict(self.url).get("password") not in written
+        except psycopg.Error:
+            return any(re.search(r"[/@]|%(?![0-9A-Fa-f]{2})", p) for p in written)
 
     # -- schema
 

@@ -7,9 +7,11 @@ first, and the re-reads; a table across conversations. From an audit log, what i
 tokens before and after each compaction and where each literal ended (no per-message series).
 
 The page needs no network: CSS and SVG are inline, no script runs. Every string from the data is
-untrusted (a literal can be ``</script><img onerror=...>``): all of it goes through ``html.escape``
-and sensitive literals never appear in clear (a replay writes them as ``[sensitive]``, the audit
-log stores them hashed, and a value a sensitive rule matches is masked here again).
+untrusted (a literal can be ``</script><img onerror=...>``): all of it goes through ``esc``, which
+escapes it and writes any URL's password as ``***`` (the page names its source: a PostgreSQL
+log's URL may hold one), and sensitive literals never appear in clear (a replay writes them as
+``[sensitive]``, the audit log stores them hashed, and a value a sensitive rule matches is
+masked here again).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import FirewallError
+from .urls import redacted_url
 
 SENSITIVE = "[sensitive]"
 MAX_LOSSES = 12     # losses listed per compaction; the rest are counted
@@ -154,7 +157,8 @@ def _mask_sensitive(views: Sequence[ConversationView]) -> None:
 # ── drawing ─────────────────────────────────────────────────────────────────────────────────
 
 def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """``value`` as HTML text, any URL password in it written ``***``: the page is shared."""
+    return html.escape(redacted_url(str(value)), quote=True)
 
 
 def _k(n: float) -> str:
@@ -512,10 +516,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.replay:
         views, source = list(read_replay(args.replay)), args.replay
     else:
-        from .audit import open_audit_log
+        from .audit import audit_db_spec, open_audit_log
 
         log = open_audit_log(args.audit_db)
-        views, source = from_audit(log.export()), str(args.audit_db or "the default audit log")
+        # a log names itself as errors name it: a PostgreSQL URL without its password
+        source = str(log.path) if audit_db_spec(args.audit_db) else "the default audit log"
+        views = from_audit(log.export())
     out = write_report(views, args.html, source=source)
     sys.stderr.write(f"firewall: wrote {out} ({len(views)} conversation(s))\n")
     return 0
@@ -532,7 +538,7 @@ def add_report_command(subparsers: Any) -> argparse.ArgumentParser:
     source.add_argument("--replay", metavar="REPLAY.jsonl",
                         help="the output of `firewall replay --json`")
     source.add_argument("--audit-db", metavar="PATH",
-                        help="an audit log (SQLite, or .jsonl)")
+                        help="an audit log (SQLite, .jsonl, or a postgresql:// URL)")
     p.add_argument("--html", required=True, metavar="OUT.html", help="the page to write")
     p.set_defaults(func=cmd_report)
     return p

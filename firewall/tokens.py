@@ -34,6 +34,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import regex
@@ -152,30 +153,56 @@ def bpe_counter(encoding: str = "o200k_base") -> TokenCounter:
     return lambda text: len(enc.encode(text))
 
 
-def anthropic_counter(model: str = "claude-haiku-4-5", client: Any = None) -> TokenCounter:
+class AnthropicCounter:
     """Anthropic's count-tokens API as a counter: the tokens of ``text`` as one user message,
-    less the message's own framing (measured once, on a one-character message)."""
-    if client is None:
-        from .errors import SummarizerError
-        from .extras import import_extra
-        from .summarizers.anthropic import anthropic_client_kwargs
+    less the message's own framing (measured once, on a one-character message). Pickled (for a
+    Dask worker), it leaves its client behind: unpickling calls nothing, and the copy makes its
+    own client if it is ever called."""
 
-        sdk = import_extra("anthropic", "AnthropicSummarizer", SummarizerError)
-        client = sdk.Anthropic(**anthropic_client_kwargs({}))  # the key stays with Anthropic
+    def __init__(self, model: str = "claude-haiku-4-5", client: Any = None) -> None:
+        self.model, self._client = model, client
+        self.framing = self._api(".") - 1
 
-    def api(text: str) -> int:
-        return client.messages.count_tokens(
-            model=model, messages=[{"role": "user", "content": text}]).input_tokens
+    def __call__(self, text: str) -> int:
+        return max(0, self._api(text) - self.framing) if text else 0
 
-    framing = api(".") - 1
-    return lambda text: max(0, api(text) - framing) if text else 0
+    def _api(self, text: str) -> int:
+        if self._client is None:
+            from .errors import SummarizerError
+            from .extras import import_extra
+            from .summarizers.anthropic import anthropic_client_kwargs
+
+            sdk = import_extra("anthropic", "AnthropicSummarizer", SummarizerError)
+            # the environment's key goes to Anthropic only (anthropic_client_kwargs)
+            self._client = sdk.Anthropic(**anthropic_client_kwargs({}))
+        return self._client.messages.count_tokens(
+            model=self.model, messages=[{"role": "user", "content": text}]).input_tokens
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"model": self.model, "framing": self.framing, "_client": None}
+
+
+def anthropic_counter(model: str = "claude-haiku-4-5", client: Any = None) -> TokenCounter:
+    """Anthropic's count-tokens API as a counter (``AnthropicCounter``): one call now, for the
+    message framing, and one per text counted."""
+    return AnthropicCounter(model, client)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledEstimate:
+    """The offline estimate times ``ratio``: a remote counter's scale at local cost. Plain
+    data, so it pickles as it is (``--tokens anthropic --dask`` hands it to every worker)."""
+
+    ratio: float
+
+    def __call__(self, text: str) -> int:
+        return math.ceil(estimate_tokens(text) * self.ratio)
 
 
 def calibrated(reference: TokenCounter, sample: str) -> TokenCounter:
     """The offline estimate scaled to ``reference`` by their ratio on ``sample``: one call to
     ``reference`` (say, a vendor's API), then local counting at the vendor's scale."""
-    ratio = reference(sample) / max(1, estimate_tokens(sample))
-    return lambda text: math.ceil(estimate_tokens(text) * ratio)
+    return ScaledEstimate(reference(sample) / max(1, estimate_tokens(sample)))
 
 
 def is_vendor_counter(name: str) -> bool:

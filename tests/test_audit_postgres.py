@@ -175,6 +175,31 @@ def test_an_unreachable_server_is_named_without_its_password(tmp_path):
     assert "hunter2" not in str(err.value) and "fw:***@" in str(err.value)
 
 
+# A password written as meant, reserved characters and all: libpq may fail to decode it (and
+# quote it), or read it as another part of the URL (and name that part in its message).
+PASSWORD_SHAPES = {
+    "stray-percent": ("postgresql://fw:Zq9%zzXw7@/db?host={dir}", "Zq9%zzXw7"),
+    "raw-slash": ("postgresql://fw:Zq9/Xw7@/db?host={dir}", "Zq9/Xw7"),  # port "Zq9"
+    "raw-at": ("postgresql://fw:Zq9@Xw7@/db?host={dir}", "Zq9@Xw7"),
+    "slash-and-at": ("postgres://fw:Zq9/Xw7@Kp5@localhost:1/db", "Zq9/Xw7@Kp5"),
+    "query-stray-percent": ("postgresql://fw@/db?host={dir}&password=Zq9%zzXw7", "Zq9%zzXw7"),
+    "query-raw-ampersand": ("postgresql://fw@/db?host={dir}&password=Zq9&Xw7", "Zq9&Xw7"),
+    "quoted-whole-url": ("postgresql://fw:Zq9Xw7@[::1]x/db", "Zq9Xw7"),
+    "encoded": ("postgresql://fw:Zq9%2FXw7@/db?host={dir}&connect_timeout=1", "Zq9/Xw7"),
+}
+
+
+@pytest.mark.parametrize("shape", PASSWORD_SHAPES)
+def test_no_error_from_opening_the_log_holds_a_piece_of_its_password(tmp_path, shape):
+    url, password = PASSWORD_SHAPES[shape]
+    with pytest.raises(AuditError) as err:
+        PostgresAuditLog(url.format(dir=tmp_path / "none"), key=KEY)
+    message = str(err.value)
+    pieces = {password[i:i + 3] for i in range(len(password) - 2)}
+    assert not [piece for piece in pieces if piece in message], message
+    assert "***" in message
+
+
 def test_a_connection_the_server_dropped_is_replaced_without_losing_the_record(postgres_url):
     log = PostgresAuditLog(postgres_url, key=KEY)
     log.write(make_record(compaction=1))

@@ -79,6 +79,36 @@ def test_byte_ranges_read_exactly_what_the_whole_file_reads(inputs):
     assert whole[-1][0] == f"big/{first - 1}"  # the id-less one, named by its line
 
 
+@pytest.fixture(scope="module")
+def unterminated(tmp_path_factory) -> str:
+    """A JSONL file whose last line has no final newline and no id (it is named by its line),
+    holding a literal no other line holds."""
+    lines = (SUGGEST / "support.jsonl").read_text("utf-8").splitlines() * 3
+    lines.append(json.dumps({"messages": [{"role": "user", "content": "refund order #W7777123"}]}))
+    path = tmp_path_factory.mktemp("unterminated") / "tail.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")  # no "\n" after the last line
+    return str(path)
+
+
+@pytest.mark.parametrize("size", [1, 700, 2048, 1 << 20])
+def test_the_last_line_without_a_final_newline_is_read_in_every_split(unterminated, size):
+    ranges = line_aligned_ranges(unterminated, size)
+    assert ranges[-1][1] == Path(unterminated).stat().st_size  # the last range reaches the end
+    ids, first = [], 1
+    for start, end in ranges:
+        ids += [c.id for c in read_jsonl_range(unterminated, start, end, first_line=first)]
+        first += count_lines(unterminated, start, end)
+    assert ids == [c.id for c in read_conversations(unterminated)]
+    assert len(ids) == 7 and ids[-1] == "tail/7"  # the unterminated line, named by its number
+
+
+def test_dask_reads_the_last_line_of_a_file_without_a_final_newline(capsys, cluster,
+                                                                     unterminated):
+    single, spread = both(capsys, cluster, "scan", unterminated, "--json")
+    assert spread == single
+    assert "#W7777123" in single[1] and '"tail/7"' in single[1]
+
+
 def test_eval_tables_and_ledgers_are_identical(capsys, cluster, inputs, tmp_path):
     one, dask = tmp_path / "one.jsonl", tmp_path / "dask.jsonl"
     files = [inputs[0], *inputs]  # the same file twice: its lines are numbered anew
@@ -173,6 +203,71 @@ def test_without_dask_the_library_imports_and_says_which_extra(capsys, monkeypat
     monkeypatch.setitem(sys.modules, "dask", None)  # as if the extra were not installed
     code, _, err = run(capsys, "scan", inputs[0], "--dask")
     assert code == 2 and "pip install 'literal-firewall[dask]'" in err
+
+
+# ── the client's token counter, on every worker ──────────────────────────────────────────
+
+def _count_tokens_api():
+    """Anthropic's count-tokens endpoint on 127.0.0.1: a token per word, 7 of framing; the
+    texts it was asked to count are in ``.texts``."""
+    from loopback import QuietHandler
+
+    class CountTokens(QuietHandler):
+        texts: list[str] = []
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            text = body["messages"][0]["content"]
+            self.texts.append(text)
+            data = json.dumps({"input_tokens": len(text.split()) + 7}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return CountTokens
+
+
+@pytest.fixture
+def anthropic_api(monkeypatch):
+    pytest.importorskip("anthropic")
+    from loopback import serving
+
+    from firewall.tokens import estimate_tokens, set_token_counter
+
+    api = _count_tokens_api()
+    with serving(api) as url:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        try:
+            yield api
+        finally:  # `--tokens anthropic` installed its counter in this process
+            set_token_counter(estimate_tokens)
+
+
+def test_the_anthropic_counter_pickles_without_calling_the_api(anthropic_api):
+    import pickle
+
+    from firewall.tokens import anthropic_counter, counter_named, estimate_tokens
+
+    counter = counter_named("anthropic", "alpha beta gamma delta epsilon")
+    remote = anthropic_counter("claude-test")
+    assert counter is not estimate_tokens and len(anthropic_api.texts) == 3  # 2 framings, 1 sample
+    copies = pickle.loads(pickle.dumps([counter, remote]))  # what Dask sends a worker
+    assert len(anthropic_api.texts) == 3  # pickling and unpickling called nothing
+    text = "one two three four five six"
+    assert copies[0](text) == counter(text) > 0 and len(anthropic_api.texts) == 3
+    assert copies[1].framing == remote.framing == 7
+
+
+def test_replay_with_the_anthropic_counter_runs_on_dask(capsys, cluster, inputs, anthropic_api):
+    args = ("replay", *inputs[1:], "--window", "300", "--keep-last", "2", "--tokens",
+            "anthropic")
+    single, spread = both(capsys, cluster, *args)
+    assert spread == single and single[0] == 0 and "compaction(s)" in single[1]
+    # each run calibrated once (framing and sample) in this process; no worker called the API
+    assert len(anthropic_api.texts) == 4
 
 
 def test_dask_address_must_look_like_one(capsys, inputs):

@@ -246,3 +246,141 @@ def test_a_hostile_line_allowlist_regex_times_out_and_fails_closed():
     extractor = Extractor([pack], timeout=0.05, timeout_per_mb=0.0)
     scan = extractor.scan_turn(Turn(role="user", text="k=v " + "a" * 40 + "!"), 0)
     assert [t.rule for t in scan.timeouts] == ["p/r"]
+
+
+# ── hostile and malformed configurations ─────────────────────────────────────────────────
+
+TOKENS = "deploy with tok_qwertyui, then tok_asdfghjk and tok_zxcvbnma"
+
+
+def _import_text(tmp_path, toml: str):
+    config = tmp_path / "crafted.toml"
+    config.write_text(toml, encoding="utf-8")
+    return import_file(config, inline_allow=False)
+
+
+@pytest.mark.parametrize("brk", ["\\n", "\\r\\n", "\\u0085", "\\u2028"],
+                         ids=["LF", "CRLF", "NEL", "LS"])
+def test_a_crafted_config_cannot_add_yaml_to_the_pack(tmp_path, brk):
+    # each string that reaches the pack carries a line break and a top-level `noise:` that
+    # would match everything (and so hide every literal) if it started a line
+    evil = f"{brk}noise:{brk}  - id: all{brk}    pattern: '(?s).+'{brk}#"
+    toml = (f'[[rules]]\nid = "evil"\nregex = "[[:x{evil}:]]"\n'  # refused: its reason quotes it
+            f'[[rules]]\nid = "tok"\nregex = "tok_[a-z]{{8}}"\ndescription = "d{evil}"\n'
+            f'keywords = ["tok_", "k{evil}"]\n[rules.allowlist]\nstopwords = ["s{evil}"]\n')
+    result = _import_text(tmp_path, toml)
+    spec = parse_pack(result.text)
+    assert spec.noise == [] and [r.id for r in spec.rules] == ["tok"]
+    assert len(result.refused) == 1 and result.refused[0].startswith("rule 'evil': ")
+    decoded = evil.encode().decode("unicode_escape")  # the TOML escapes, as TOML reads them
+    [rule] = spec.rules
+    assert rule.description == f"d{decoded}"  # every string kept exactly, nothing added
+    assert rule.keywords == ["tok_", f"k{decoded}".lower()]
+    assert rule.allowlist.stopwords == [f"s{decoded}"]
+    pack = tmp_path / "crafted.yaml"
+    pack.write_text(result.text, encoding="utf-8")
+    found = Extractor([load_pack(pack)]).scan_turn(Turn(role="user", text=TOKENS), 0).literals
+    assert [lit.value for lit in found] == ["tok_qwertyui", "tok_asdfghjk", "tok_zxcvbnma"]
+
+
+def test_a_regex_holding_line_breaks_and_controls_keeps_them(tmp_path):
+    # gitleaks (Go) reads a raw newline in a regex as a newline to match: so does the import
+    toml = ('[[rules]]\nid = "two-lines"\n'
+            'regex = "tok_[a-z]{4}\\nkey\\u2028[\\t\\u0085]=\\\\Q\\r\\\\E"\n')
+    result = _import_text(tmp_path, toml)
+    assert result.refused == [] and result.rules == 1
+    [rule] = parse_pack(result.text).rules
+    assert rule.pattern == r"tok_[a-z]{4}\x0akey\u2028[\x09\x85]=\x0d"
+    assert regex.fullmatch(rule.pattern, "tok_abcd\nkey\u2028\x85=\r")
+    assert all(line.isprintable() for line in result.text.splitlines())
+
+
+def test_go_regex_characters_yaml_cannot_quote_are_escaped_and_x_is_refused():
+    assert translate_regex("a\u2028b[\n]") == r"a\u2028b[\x0a]"
+    assert translate_regex("\\\n") == r"\x0a"  # Go: an escaped non-word character is itself
+    with pytest.raises(Untranslatable, match="unknown flag"):
+        translate_regex("(?x) a")  # Go has no verbose flag
+
+
+def test_a_string_where_gitleaks_takes_a_list_is_a_one_item_list(tmp_path):
+    toml = ('[[allowlists]]\ntargetRules = "acme"\nstopwords = "sample"\n'
+            '[[rules]]\nid = "acme"\nregex = "acme_[a-z0-9]{12}"\nkeywords = "ACME_"\n'
+            '[rules.allowlist]\nstopwords = "example"\nregexes = "^acme_xyz"\n'
+            '[[rules]]\nid = "other"\nregex = "other_[a-z0-9]{12}"\n')
+    acme, other = parse_pack(_import_text(tmp_path, toml).text).rules
+    assert acme.keywords == ["acme_"]
+    assert acme.allowlist.stopwords == ["example", "sample"]
+    assert acme.allowlist.regexes == ["^acme_xyz"]
+    assert other.allowlist.stopwords == []  # targetRules = "acme": that rule only
+    pack = tmp_path / "p.yaml"
+    pack.write_text(_import_text(tmp_path, toml).text)
+    extractor = Extractor([load_pack(pack)])
+    # a secret with an `e`, `x`, `a`, `m`, `p` or `l` in it is still a secret
+    assert _secrets(extractor, "acme_q7vr2mx9kl4p") == [
+        ("acme_q7vr2mx9kl4p", True, "gitleaks/acme")]
+    assert _secrets(extractor, "acme_example1234 acme_xyz123456789") == []
+
+
+MALFORMED = [
+    ("rules = [1, 2]", "field 'rules[0]': expected a [[rules]] table, got an integer"),
+    ("rules = 'x'", "field 'rules': expected [[rules]] tables, got a string"),
+    ('[[rules]]\nid = "a"\nregex = "a_[a-z]{8}"\n[[rules.allowlists]]\nregexes = ["ok", 5]',
+     "rule 'a', field 'allowlists[0].regexes[1]': expected a string, got an integer"),
+    ('[[allowlists]]\ntargetRules = 5\nstopwords = ["x"]',
+     "field 'allowlists[0].targetRules': expected a string or an array of strings, got an "
+     "integer"),
+    ('[[rules]]\nid = "a"\nregex = "a_[a-z]{8}"\nallowlists = 5',
+     "rule 'a', field 'allowlists': expected [[allowlists]] tables, got an integer"),
+    ('[[rules]]\nid = "a"\nregex = "a_[a-z]{8}"\n[rules.allowlist]\ncondition = "XOR"',
+     "rule 'a', field 'allowlist.condition': unknown condition 'XOR' (AND or OR)"),
+    ('[[rules]]\nid = "a"\nregex = "a_[a-z]{8}"\nentropy = "high"',
+     "rule 'a', field 'entropy': expected a number, got a string"),
+    ('[[rules]]\nid = "a"\nregex = "a_[a-z]{8}"\nentropy = inf',
+     "rule 'a', field 'entropy': expected a finite number, got inf"),
+    ('[[rules]]\nid = "a"\nregex = "(a)"\nsecretGroup = true',
+     "rule 'a', field 'secretGroup': expected an integer, got a boolean"),
+    ('[[rules]]\nid = 7\nregex = "a"', "field 'rules[0].id': expected a string, got an integer"),
+    ('[[rules]]\nregex = 7', "field 'rules[0].regex': expected a string, got an integer"),
+    ('[[rules]]\nid = "a"\nregex = "a"\nkeywords = [["a"]]',
+     "rule 'a', field 'keywords[0]': expected a string, got an array"),
+]
+
+
+@pytest.mark.parametrize("toml, message", MALFORMED, ids=[
+    "rules-of-integers", "rules-a-string", "allowlist-regex-an-integer", "targetRules-an-integer",
+    "allowlists-an-integer", "unknown-condition", "entropy-a-string", "entropy-infinite",
+    "secretGroup-a-boolean", "id-an-integer", "regex-an-integer", "keyword-an-array"])
+def test_a_malformed_config_is_named_by_file_rule_and_field(tmp_path, capsys, toml, message):
+    config = tmp_path / "team.toml"
+    config.write_text(toml + "\n")
+    assert main(["rules", "import", "gitleaks", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config}: {message}" in err and "Traceback" not in err
+
+
+def test_groups_nested_deeper_than_go_allows_are_refused_not_a_crash(tmp_path, capsys):
+    config = tmp_path / "deep.toml"
+    config.write_text('[[rules]]\nid = "deep"\nregex = """' + "(" * 5000 + "a" + ")" * 5000 +
+                      '"""\n[[rules]]\nid = "tok"\nregex = "tok_[a-z]{8}"\n')
+    assert main(["rules", "import", "gitleaks", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "refused: rule 'deep': groups nested more than 1000 deep" in err
+    assert "1 rule(s) imported, 1 refused" in err
+
+
+@pytest.mark.parametrize("go, reason", [
+    # 40 bytes that the `regex` module would expand to 10^8 copies when it compiles them
+    ("(?:(?:a{1000}){1000}){100}", "RE2 refuses it: invalid repetition size: {1000} (nested "
+                                   "repeats multiply: RE2 and Go's regexp allow at most 1000 "
+                                   "copies)"),
+    ("(?:a{100}){20}", "RE2 refuses it: invalid repetition size: {20} (nested repeats "
+                       "multiply: RE2 and Go's regexp allow at most 1000 copies)"),
+    (r"\pL{1000}", "RE2 refuses it: pattern too large - compile failed (its program is over "
+                   "RE2's memory budget (max_mem, 8 MiB))"),
+])
+def test_a_regex_program_re2_refuses_is_refused_with_the_reason(go, reason):
+    config = {"rules": [{"id": "big", "regex": go}, {"id": "ok", "regex": "ok_[a-z]{8}"},
+                        {"id": "allow", "regex": "al_[a-z]{8}", "allowlists": [{"regexes": [go]}]}]}
+    result = convert(config)
+    assert result.refused == [f"rule 'big': {reason}", f"rule 'allow': allowlist #1: {reason}"]
+    assert [r.id for r in parse_pack(result.text).rules] == ["ok"]

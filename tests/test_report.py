@@ -143,3 +143,55 @@ def test_a_long_series_is_drawn_from_its_peaks_and_keeps_each_drop():
     top = min(ys)  # SVG y grows downwards: the highest value drawn
     assert sum(y == top for y in ys) == 3  # the three tokens_before (30,000), each drawn
     assert svg.count('<g class="marker">') == 3
+
+
+# ── every field the data controls ─────────────────────────────────────────────────────────
+
+def _hostile_views():
+    """One conversation whose every string field holds markup naming the field, and a URL
+    whose password names it too (a lost literal holding a URL password is a secret: masked)."""
+    from firewall.report import CompactionView, ConversationView, Loss
+
+    def evil(field):
+        return f"<b id={field}>x</b> postgresql://fw:Pw-{field}-9q@db.internal/audit"
+
+    loss = Loss("<b id=value>x</b>", evil("rule"), 3, evil("detail"))
+    compaction = CompactionView(1, 2, evil("trigger"), 900, 300, 600, 40, True, 5, 3, 1, 1, 4,
+                                0.75, 0.5, 2, [loss])
+    return [ConversationView(evil("id"), evil("source"), 4, 1000, 0.8, [100, 500, 900, 300],
+                             [compaction], skipped=1)]
+
+
+FIELDS = ["value", "rule", "detail", "trigger", "id", "source", "page-source"]
+
+
+def test_every_field_the_data_controls_is_escaped_and_its_url_password_hidden():
+    page = render(_hostile_views(), source=f"<b id=page-source>x</b> "
+                                            f"postgresql://fw:Pw-page-source-9q@db/audit")
+    for field in FIELDS:
+        assert f"<b id={field}>" not in page, field
+        assert f"&lt;b id={field}&gt;x&lt;/b&gt;" in page, field
+        assert f"Pw-{field}-9q" not in page, field
+    assert page.count("postgresql://fw:***@db") >= len(FIELDS) - 1
+
+
+def test_the_page_of_a_postgres_log_does_not_print_its_password(postgres_url, monkeypatch,
+                                                                tmp_path):
+    from firewall import audit
+    from firewall.audit import open_audit_log
+    from firewall.guard import Firewall
+
+    monkeypatch.setenv(audit.KEY_ENV, "fleet-key-0123456789abcdef")
+    # the test server trusts its socket: any password is accepted, and must not be printed
+    password = "Zq9%2FXw7-s3cret"
+    url = postgres_url.replace("fwtest@", f"fwtest:{password}@")
+    Firewall(audit=open_audit_log(url), keep_last=1).compact(
+        [{"role": "user", "content": "Refund INV-2025-08-44719"},
+         {"role": "assistant", "content": "Looking at src/billing/refunds.py now."},
+         {"role": "user", "content": "thanks"}])
+    out = tmp_path / "pg.html"
+    assert main(["report", "--audit-db", url, "--html", str(out)]) == 0
+    page = out.read_text()
+    assert "postgresql://fwtest:***@/postgres" in page and "compaction 1" in page
+    for spelling in (password, "Zq9/Xw7-s3cret", "Xw7-s3"):
+        assert spelling not in page
