@@ -86,10 +86,11 @@ class _Live:
 
 def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: Trigger,
                         summarizer: Any = None, keep_last: int = 8, source: str = "",
-                        contexts: Callable[[dict[str, Any]], None] | None = None
-                        ) -> ReplayConversation:
+                        contexts: Callable[[dict[str, Any]], None] | None = None,
+                        hooks: bool = True) -> ReplayConversation:
     """Replay one recorded conversation; ``contexts`` receives one record per compaction
-    (the ``--contexts`` line), already redacted."""
+    (the ``--contexts`` line), already redacted. ``hooks``: on a Claude Code session file,
+    also fire the hook handlers at each compaction (``hook_eval.ReplayedSession``)."""
     # secrets (never written in clear) and each literal's rule, from the messages a compaction
     # has seen; scanned as compactions come (most are memo hits: the compaction pinned them),
     # so the part of a recording no compaction reaches is never scanned
@@ -109,6 +110,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         scanned = index + 1
 
     ledger = Ledger.new(conversation.id)
+    session = _replayed_session(conversation, firewall) if hooks else None
     live = _Live()
     out = ReplayConversation(id=conversation.id, source=source,
                              messages=len(conversation.turns), window=trigger.window,
@@ -128,7 +130,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         scan_until(at)
         compaction = _measure(conversation, live, result, ledger, at=at, number=number,
                               boundary=due.boundary, trigger=trigger, before=before,
-                              secrets=secrets, rules=rules)
+                              secrets=secrets, rules=rules, session=session)
         out.compactions.append(compaction)
         if contexts is not None:
             contexts(redact({"id": conversation.id, "compaction": number, "k": compaction.k,
@@ -144,6 +146,8 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         if trigger.policy == "reactive" and trigger.fires(live.tokens):
             compact(index)
         out.live_tokens.append(live.tokens)
+    if session is not None:
+        session.close()
     _count_rereads(conversation, out.compactions)
     return out
 
@@ -167,7 +171,7 @@ def _count_rereads(conversation: Conversation, compactions: list[ReplayCompactio
 
 def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,
              number: int, boundary: int, trigger: Trigger, before: int, secrets: set[str],
-             rules: dict[str, str]) -> ReplayCompaction:
+             rules: dict[str, str], session: Any = None) -> ReplayCompaction:
     """Replace the live context by the compacted one and measure the compaction, whose span
     ended before the live context's turn ``boundary``."""
     old_turns, old_origin = live.turns, live.origin
@@ -213,6 +217,8 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     lost.sort(key=lambda f: -f.uses_after)
     report = result.report()
     attempts = len(result.attempts)
+    last = max((o for o in live.origin if o is not None), default=k)
+    hooked = _through_hooks(session, result, k, last, summary, before, gold, kept_text)
     return ReplayCompaction(
         compaction=number, k=k, at_message=at, trigger=trigger.policy, tokens_before=before,
         tokens_after=live.tokens, span_tokens=span_tokens,
@@ -226,7 +232,33 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
         gold_id_like=len(id_like_at),
         recall_context_id_like=_share(sum(fates[i] != "lost" for i in id_like_at),
                                       len(id_like_at)),
-        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)))
+        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)),
+        **hooked)
+
+
+# ── the hooks at a replayed compaction ───────────────────────────────────────────────────────
+
+def _replayed_session(conversation: Conversation, firewall: Any) -> Any:
+    from .hook_eval import ReplayedSession
+
+    return ReplayedSession.of(conversation, firewall)
+
+
+def _through_hooks(session: Any, result: Any, k: int, last: int, summary: str, before: int,
+                   gold: list[Any], kept_text: str) -> dict[str, Any]:
+    """The ``*_hooks*`` fields of a compaction of a Claude Code session file: the handlers
+    fired at it (``ReplayedSession.compacted``: the summary as the agent's, the recorded
+    messages after ``k`` up to ``last`` kept after it), and the gold the agent then has in
+    the summary, the hooks' block and the kept turns, scored as the composed context is. None of them when the hooks were not driven (not a session file; failed
+    closed: Claude Code fires PostCompact only after a compaction succeeded)."""
+    if session is None or not result.compacted:
+        return {}
+    text, _, block = session.compacted(k, summary, last=last, tokens_before=before)
+    held = [occurs(g.literal, text) or occurs(g.literal, kept_text) for g in gold]
+    ids = [h for g, h in zip(gold, held) if g.id_like]
+    return {"recall_hooks": _share(sum(held), len(gold)),
+            "recall_hooks_id_like": _share(sum(ids), len(ids)),
+            "hooks_tokens": count_tokens(block) if block else 0}
 
 
 def _fate(value: str, summary: str, ledger_text: str, kept_text: str) -> str:
@@ -273,11 +305,13 @@ class Totals:
     lost_id_like_bare: int = 0  # ID-like gold lost as written but held without its end mark
     min_recall_id_like: float | None = None
     max_share: float | None = None
+    hooks: HookTotals = field(default_factory=lambda: HookTotals())
 
     def add(self, replay: ReplayConversation) -> None:
         self.conversations += 1
         self.skipped += replay.skipped
         for c in replay.compactions:
+            self.hooks.add(c)
             self.compactions += 1
             self.failed += not c.compacted
             self.reasks += c.reasks
@@ -305,6 +339,55 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}"
 
 
+def _kept(recall: float | None, n: int | None) -> int:
+    return round((recall or 0) * (n or 0))
+
+
+@dataclass
+class HookTotals:
+    """The compactions where the hooks were driven (a Claude Code session file): the gold held
+    by summary + ledger + kept turns and by summary + the hooks' block + kept turns, the
+    block's tokens and the live tokens before those compactions."""
+
+    compactions: int = 0
+    gold: int = 0
+    ledger: int = 0
+    hooks: int = 0
+    gold_id_like: int = 0
+    ledger_id_like: int = 0
+    hooks_id_like: int = 0
+    short: int = 0  # compactions where the hooks hold less ID-like gold than the ledger
+    tokens: int = 0
+    tokens_before: int = 0
+
+    def add(self, c: ReplayCompaction) -> None:
+        if c.hooks_tokens is None:
+            return
+        self.compactions += 1
+        self.gold += c.gold
+        self.ledger += c.gold - c.lost
+        self.hooks += _kept(c.recall_hooks, c.gold)
+        self.gold_id_like += c.gold_id_like or 0
+        ledger_id = _kept(c.recall_context_id_like, c.gold_id_like)
+        hooks_id = _kept(c.recall_hooks_id_like, c.gold_id_like)
+        self.ledger_id_like += ledger_id
+        self.hooks_id_like += hooks_id
+        self.short += hooks_id < ledger_id
+        self.tokens += c.hooks_tokens
+        self.tokens_before += c.tokens_before
+
+    def line(self) -> str:
+        return (f"through the hooks ({self.compactions} compaction(s) of Claude Code session "
+                f"files): summary + hooks' block + kept turns holds ID-like "
+                f"{_pct(_share(self.hooks_id_like, self.gold_id_like))} % (summary + ledger: "
+                f"{_pct(_share(self.ledger_id_like, self.gold_id_like))} %), strict "
+                f"{_pct(_share(self.hooks, self.gold))} % ("
+                f"{_pct(_share(self.ledger, self.gold))} %); {self.short} compaction(s) where "
+                f"the hooks hold less ID-like gold; block {self.tokens:,} tokens = "
+                f"{_pct(_share(self.tokens, self.tokens_before))} % of the "
+                f"{self.tokens_before:,} live tokens before those compactions")
+
+
 ROW = "{:<48} {:>5} {:>5} {:>8} {:>6} {:>7} {:>7} {:>7} {:>8} {:>6}"
 HEADER = ROW.format("conversation", "msgs", "comp", "peak tok", "ID", "ctx ID", "min ID",
                     "ctx str", "ledger", "share")
@@ -324,7 +407,20 @@ def table_row(replay: ReplayConversation) -> str:
     return ROW.format(name, replay.messages, len(cs), max(replay.live_tokens, default=0), n_id,
                       _pct(_share(kept_id, n_id)), _pct(worst),
                       _pct(_share(sum(c.gold - c.lost for c in cs), n)), ledger,
-                      _pct(ledger / span if span else None))
+                      _pct(ledger / span if span else None)) + _hooks_row(replay)
+
+
+def _hooks_row(replay: ReplayConversation) -> str:
+    """The hooks' figures of a replayed Claude Code session file: a line after its row."""
+    hooks = HookTotals()
+    for c in replay.compactions:
+        hooks.add(c)
+    if not hooks.compactions:
+        return ""
+    return (f"\n{'':<24}+ hooks' block: ctx ID "
+            f"{_pct(_share(hooks.hooks_id_like, hooks.gold_id_like))}, ctx str "
+            f"{_pct(_share(hooks.hooks, hooks.gold))}, block {hooks.tokens} tokens "
+            f"({_pct(_share(hooks.tokens, hooks.tokens_before))} % of the context before)")
 
 
 def format_totals(t: Totals, trigger: Trigger) -> str:
@@ -344,6 +440,7 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"ledger {t.ledger_tokens:,} tokens = {_pct(_share(t.ledger_tokens, t.span_tokens))} % "
         f"of {t.span_tokens:,} span tokens in total; largest share of one span "
         f"{_pct(t.max_share)} %",
+        *([t.hooks.line()] if t.hooks.compactions else []),
         "columns: msgs recorded, comp compactions, peak live tokens, ID-like gold over the "
         "compactions, its recall in the composed context (summary + ledger + kept turns) and "
         "the worst compaction's, strict recall, ledger tokens, ledger share of the spans (%)"])
