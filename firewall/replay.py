@@ -21,6 +21,13 @@ recording, of the last message the compaction covered (failed closed: would have
 never goes back, since a span opens on the earlier summary, which stands for every message up
 to the earlier ``k``. What is written follows ``replaylog``; a sensitive literal is written
 ``[sensitive]``, in every output.
+
+On a Claude Code session file, each compaction is also made through the agent's hooks
+(``hook_eval.ReplayedSession``): the session file as Claude Code would have written it had it
+compacted there (its lines up to ``k``, a ``compact_boundary`` record, the summary, the kept
+messages), the ``pre-compact``, ``post-compact`` and ``session-start`` handlers fired on it,
+and the gold scored in summary + the block they re-inject + kept turns (``recall_hooks*``,
+``hooks_tokens``), beside summary + ledger + kept turns.
 """
 
 from __future__ import annotations
@@ -356,7 +363,7 @@ class HookTotals:
     gold_id_like: int = 0
     ledger_id_like: int = 0
     hooks_id_like: int = 0
-    short: int = 0  # compactions where the hooks hold less ID-like gold than the ledger
+    short: int = 0  # compactions where the hooks hold less gold (ID-like or strict)
     tokens: int = 0
     tokens_before: int = 0
 
@@ -366,13 +373,14 @@ class HookTotals:
         self.compactions += 1
         self.gold += c.gold
         self.ledger += c.gold - c.lost
-        self.hooks += _kept(c.recall_hooks, c.gold)
+        hooks = _kept(c.recall_hooks, c.gold)
+        self.hooks += hooks
         self.gold_id_like += c.gold_id_like or 0
         ledger_id = _kept(c.recall_context_id_like, c.gold_id_like)
         hooks_id = _kept(c.recall_hooks_id_like, c.gold_id_like)
         self.ledger_id_like += ledger_id
         self.hooks_id_like += hooks_id
-        self.short += hooks_id < ledger_id
+        self.short += hooks_id < ledger_id or hooks < c.gold - c.lost
         self.tokens += c.hooks_tokens
         self.tokens_before += c.tokens_before
 
@@ -383,7 +391,7 @@ class HookTotals:
                 f"{_pct(_share(self.ledger_id_like, self.gold_id_like))} %), strict "
                 f"{_pct(_share(self.hooks, self.gold))} % ("
                 f"{_pct(_share(self.ledger, self.gold))} %); {self.short} compaction(s) where "
-                f"the hooks hold less ID-like gold; block {self.tokens:,} tokens = "
+                f"the hooks hold less gold (ID-like or strict); block {self.tokens:,} tokens = "
                 f"{_pct(_share(self.tokens, self.tokens_before))} % of the "
                 f"{self.tokens_before:,} live tokens before those compactions")
 
@@ -555,6 +563,10 @@ fresh material for a compaction to bring the context back under the watermark (t
 with the earlier summary and ledger, is near it: keep fewer messages), or the summarizer failed
 at the compactions just before (after n failures in a row, the next try waits for 2**n more
 messages).
+On a Claude Code session file, a second line: the same recall (ctx ID, ctx str) with the block
+the Claude Code hooks re-inject in place of the ledger (pre-compact, post-compact and
+session-start fired at each compaction on the session file as Claude Code would have written
+it), the block's tokens and their share of the live context before those compactions.
 --json prints one line per conversation instead (firewall.replaylog.ReplayConversation; a
 secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a usage error."""
 

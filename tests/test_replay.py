@@ -380,7 +380,7 @@ def test_replaying_a_claude_code_session_drives_the_hooks_at_each_compaction(cap
     totals.add(replay)
     text = format_totals(totals, trigger)
     assert f"through the hooks ({len(done)} compaction(s)" in text
-    assert "0 compaction(s) where the hooks hold less ID-like gold" in text
+    assert "0 compaction(s) where the hooks hold less gold (ID-like or strict)" in text
     assert "+ hooks' block: ctx ID" in table_row(replay)
     # JSON lines carry the figures; a recording that is not a session file has none
     assert ReplayConversation.model_validate_json(replay.model_dump_json()) == replay
