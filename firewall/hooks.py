@@ -17,9 +17,9 @@ Events:
     transcript's turns before the compaction, read by the same reader as the batch commands):
     the budget is the span's, entries ranked by their uses in it, the values the summary (and
     any turn the transcript holds after it) holds costing nothing (they stay pinned, but the
-    block will not repeat them). The summary is
-    Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
-    compaction leaves it empty: opaque); it is validated against the ledger. Writes an audit
+    block will not repeat them). The summary is Claude Code's ``compact_summary``, or the
+    latest Codex ``compacted`` item (remote compaction leaves it empty: opaque); it is
+    validated against the ledger. Writes an audit
     record; warns via ``systemMessage`` when a required literal is missing or
     altered. Both clients fire ``PostCompact`` only after a compaction succeeded, so every
     record says ``compacted``; a failed compaction leaves no record.

@@ -256,8 +256,9 @@ def _through_hooks(session: Any, result: Any, k: int, last: int, summary: str, b
     """The ``*_hooks*`` fields of a compaction of a Claude Code session file: the handlers
     fired at it (``ReplayedSession.compacted``: the summary as the agent's, the recorded
     messages after ``k`` up to ``last`` kept after it), and the gold the agent then has in
-    the summary, the hooks' block and the kept turns, scored as the composed context is. None of them when the hooks were not driven (not a session file; failed
-    closed: Claude Code fires PostCompact only after a compaction succeeded)."""
+    the summary, the hooks' block and the kept turns, scored as the composed context is. None
+    of them when the hooks were not driven (not a session file; failed closed: Claude Code
+    fires PostCompact only after a compaction succeeded)."""
     if session is None or not result.compacted:
         return {}
     text, _, block = session.compacted(k, summary, last=last, tokens_before=before)
