@@ -629,3 +629,61 @@ def test_the_compaction_fuzz_harness_over_a_corpus_of_random_bytes() -> None:
                                           for _ in range(150)]
     for data in inputs:
         harness.TestOneInput(data)
+
+
+# -- 11. every spelling of a secret (issue 28) ----------------------------------------------------
+
+def json_decoded(text: str) -> str:
+    """``text`` with every JSON escape decoded (``\\/``, ``\\u0041``), wherever it stands."""
+    return re.sub(r"\\+(?:u([0-9a-fA-F]{4})|(.))",
+                  lambda m: chr(int(m.group(1), 16)) if m.group(1) else m.group(2), text)
+
+
+def escaped(secret: str) -> str:
+    """The secret as an encoder might write it: ``/`` as ``\\/`` (PHP), some letters as
+    ``\\u0041`` and ``\\u004B`` (either hex case)."""
+    out = []
+    for i, char in enumerate(secret):
+        if char == "/":
+            out.append("\\/")
+        elif char.isalpha() and i % 5 == 2:
+            out.append(f"\\u{ord(char):04x}" if i % 2 else f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_secret_spelled_with_json_escapes_is_masked_whole(embedded: bool,
+                                                             packs: list[Any]) -> None:
+    """Issue 28, defect 1: found whole in the decoded JSON value, the secret used to be masked
+    only up to its first escape in the raw text (27 of 40 characters went out)."""
+    document = '{"aws_secret_access_key": "' + escaped(AWS_SECRET) + '", "region": "eu-west-1"}'
+    assert "\\/" in document and "\\u" in document
+    content = f"### Result\n{document}\nend of output" if embedded else document
+    messages = [{"role": "user", "content": f"Check {INVOICE}"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "read_config", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": content},
+                {"role": "assistant", "content": "ok"}]
+    scripted = ScriptedSummarizer([INVOICE])
+    result = Firewall(packs, placeholders=True, keep_last=1).compact(messages,
+                                                                    summarizer=scripted)
+    assert result.compacted
+    sent = "\n".join(t.text for t in scripted.calls[0].turns)
+    assert PLACEHOLDER.search(sent) and "eu-west-1" in sent
+    assert leaked(sent, [AWS_SECRET]) == [] and leaked(json_decoded(sent), [AWS_SECRET]) == []
+
+
+def test_every_spelling_of_a_value_is_found() -> None:
+    from firewall.escapes import decoded, escaped_spellings
+
+    value = "Pä/s\"w0rd\U0001F511"
+    once = json.dumps(value)[1:-1].replace("/", "\\/")  # ASCII escapes, "/" as PHP writes it
+    twice = json.dumps(once)[1:-1]  # that JSON inside a JSON string
+    upper = once.replace("u00e4", "u00E4").replace("udd11", "uDD11")
+    text = f'a "{once}" b P\\u00C4 c "{twice}" d {value} e {upper}'
+    assert [text[s:e] for s, e in escaped_spellings(value, text)] == [once, twice, upper]
+    assert list(escaped_spellings(value, value)) == []  # the plain spelling is str.find's
+    assert decoded("P\\u00e4ss") == "Päss" and decoded("a\\qb") == "a\\qb"
