@@ -687,3 +687,35 @@ def test_every_spelling_of_a_value_is_found() -> None:
     assert [text[s:e] for s, e in escaped_spellings(value, text)] == [once, twice, upper]
     assert list(escaped_spellings(value, value)) == []  # the plain spelling is str.find's
     assert decoded("P\\u00e4ss") == "Päss" and decoded("a\\qb") == "a\\qb"
+
+
+@pytest.mark.parametrize("where", ["tool", "user"])
+def test_a_json_escaped_password_is_found_and_masked_in_every_spelling(
+        where: str, packs: list[Any]) -> None:
+    """Issue 28, defect 5: ``json.dumps`` writes ``ä`` as ``\\u00e4``, and the assignment rules
+    stopped at the backslash: the password was never found, and went out in clear."""
+    password = "P" + "\u00e4sswort-2024!"
+    token = "96QGzlC2kx/9pUolc8q8" + "wd5J5b16dqYGT"
+    document = json.dumps({"user": "ann", "password": password,
+                           "api_token": token}).replace("/", "\\/")
+    assert "P\\u00e4sswort" in document
+    turn = ({"role": "tool", "tool_call_id": "c1", "content": document} if where == "tool"
+            else {"role": "user", "content": f"Use this config: {document}"})
+    messages = [{"role": "user", "content": f"Check {INVOICE}"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "read_config", "arguments": "{}"}}]},
+                turn,
+                # the decoded spelling, later: the same secret
+                {"role": "assistant", "content": f"The password {password} works."},
+                {"role": "assistant", "content": "ok"}]
+    fw = Firewall(packs, placeholders=True, keep_last=1)
+    found = {l.rule for l in fw.scan(messages) if l.sensitive}
+    assert {"secrets/password-assignment", "secrets/generic-secret-assignment"} <= found
+    scripted = ScriptedSummarizer([INVOICE])
+    assert fw.compact(messages, summarizer=scripted).compacted
+    request = scripted.calls[0]
+    sent = "\n".join([t.text for t in request.turns] + [r.value for r in request.required])
+    assert leaked(sent, [password, token]) == []
+    assert leaked(json_decoded(sent), [password, token]) == []
+    assert "ann" in sent
