@@ -719,3 +719,31 @@ def test_a_json_escaped_password_is_found_and_masked_in_every_spelling(
     assert leaked(sent, [password, token]) == []
     assert leaked(json_decoded(sent), [password, token]) == []
     assert "ann" in sent
+
+
+# -- 12. every command that sends text to a vendor (issue 28) -------------------------------------
+
+@pytest.mark.parametrize("path", ["anthropic", "openai-env", "openai-base-url"])
+def test_replay_with_a_vendor_summarizer_sends_no_secret(
+        path: str, tmp_path: Path, vendor_env: Capture, vendor: tuple[Capture, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28, defect 2: ``replay --summarizer openai|anthropic`` had no placeholder mode, and
+    sent 11 of 20 secrets whole. ``--placeholders`` is the option ``compact`` has."""
+    pytest.importorskip("anthropic")
+    pytest.importorskip("openai")
+    capture, url = vendor
+    capture.reply = hostile  # a re-ask quotes sources
+    contexts = tmp_path / "contexts.jsonl"
+    argv = ["replay", str(write_conversation(tmp_path)), "--window", "400", "--watermark", "0.5",
+            "--keep-last", "2", "--placeholders", "--json", "--contexts", str(contexts),
+            *[a.format(url=url) for a in VENDOR_PATHS[path]]]
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert json.loads(printed.splitlines()[-1])["compactions"]
+    summaries = capture.bodies("/messages") + capture.bodies("/chat/completions")
+    assert summaries and any(PLACEHOLDER.search(json.dumps(b)) for b in summaries)
+    for request in capture.raw():
+        assert leaked(request) == [], "a piece of a secret reached a vendor"
+        assert VENDOR_KEYS["OPENAI_API_KEY"] not in request
+        assert VENDOR_KEYS["ANTHROPIC_API_KEY"] not in request
+    assert leaked(printed) == [] and leaked(contexts.read_text("utf-8")) == []
