@@ -747,3 +747,57 @@ def test_replay_with_a_vendor_summarizer_sends_no_secret(
         assert VENDOR_KEYS["OPENAI_API_KEY"] not in request
         assert VENDOR_KEYS["ANTHROPIC_API_KEY"] not in request
     assert leaked(printed) == [] and leaked(contexts.read_text("utf-8")) == []
+
+
+# -- 13. exact boundaries of masking (issue 28, test holes) ---------------------------------------
+
+def test_look_alikes_before_between_and_after_secrets_are_all_neutralised(
+        packs: list[Any]) -> None:
+    """Masking cuts the text at each secret; every piece is neutralised, the first one (before
+    any secret) included, so a forged ``[[SECRET_1]]`` never reaches the vendor as written."""
+    text = (f"[[SECRET_1]] first, then GITHUB_TOKEN={GITHUB} and SECRET_2 between, "
+            f"then STRIPE_KEY={STRIPE} and [[secret_deadbeef_3]] after")
+    messages = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+    scripted = ScriptedSummarizer(["Noted."])
+    Firewall(packs, placeholders=True, keep_last=1).compact(messages, summarizer=scripted)
+    sent = scripted.calls[0].turns[0].text
+    assert re.fullmatch(r"\[\[SECRET-1\]\] first, then GITHUB_TOKEN=(\[\[SECRET_[0-9a-f]{8}_\d\]\]) "
+                        r"and SECRET-2 between, then STRIPE_KEY=(\[\[SECRET_[0-9a-f]{8}_\d\]\]) "
+                        r"and \[\[secret-deadbeef_3\]\] after", sent), sent
+    table = Placeholders()
+    table.add([GITHUB])
+    for forged in ("[[SECRET_1]]", "SECRET_12 ", "[[SECRET_cafe0123_1]]"):
+        # right before the secret, and alone before it: the piece before is neutralised whole
+        masked = table.mask(forged + GITHUB)
+        assert masked == forged.replace("SECRET_", "SECRET-") + table.table[GITHUB], masked
+
+
+def test_a_secret_of_four_characters_is_masked_everywhere_and_three_only_where_found(
+        packs: list[Any]) -> None:
+    """The exact boundary of ``SECRET_MIN_CHARS`` (4): a 4-character password a rule found in
+    one turn is masked wherever it appears, in clear text no rule reads; a 3-character one only
+    where the rule found it (else every occurrence of three common letters would go)."""
+    from firewall.literals import SECRET_MIN_CHARS, SecretIndex
+
+    assert SECRET_MIN_CHARS == 4
+    four, three = "Zq7!", "Wk9"
+    messages = [{"role": "user", "content": f"password: {four} for {INVOICE}"},
+                {"role": "user", "content": f"and postgres://u:{three}@h/db"},
+                {"role": "assistant", "content": f"I will use {four} and {three} as you say."},
+                {"role": "assistant", "content": "ok"}]
+    fw = Firewall(packs, placeholders=True, keep_last=1)
+    assert {l.value for l in fw.scan(messages) if l.sensitive} >= {four, three}
+    scripted = ScriptedSummarizer([INVOICE])
+    fw.compact(messages, summarizer=scripted)
+    turns = [t.text for t in scripted.calls[0].turns]
+    assert four not in "\n".join(turns)
+    assert re.fullmatch(r"I will use \[\[SECRET_[0-9a-f]{8}_\d\]\] and Wk9 as you say\.",
+                        turns[2]), turns[2]
+    assert re.fullmatch(r"and postgres://u:\[\[SECRET_[0-9a-f]{8}_\d\]\]@h/db",
+                        turns[1]), turns[1]
+    # a literal holding a 4-character secret is itself sensitive; one holding 3 is not
+    index = SecretIndex([four, three])
+    assert index.touches(f"x{four}y") and index.touches(four) and not index.touches(f"x{three}y")
+    table = Placeholders()
+    table.add([four, three])
+    assert table.mask(f"{four}.{three}") == f"{table.table[four]}.{three}"
