@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import util as importlib_util
 import sqlite3
 import textwrap
 import threading
@@ -801,3 +802,156 @@ def test_a_secret_of_four_characters_is_masked_everywhere_and_three_only_where_f
     table = Placeholders()
     table.add([four, three])
     assert table.mask(f"{four}.{three}") == f"{table.table[four]}.{three}"
+
+
+# -- 14. the rest of the CLI: replay, report, mcp and the hooks (issue 28) -------------------------
+
+def claude_code_transcript(path: Path, session: str) -> Path:
+    """``conversation()`` as a Claude Code session file: user and assistant entries, tool calls
+    as ``tool_use`` blocks, their results as ``tool_result`` blocks of a user entry."""
+    lines, parent = [], None
+    for i, message in enumerate(conversation()[1:]):
+        uuid = f"c0000000-0000-4000-8000-{i:012d}"
+        if message["role"] == "tool":
+            content: Any = [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
+                             "content": message["content"]}]
+            role = "user"
+        elif message.get("tool_calls"):
+            content = [{"type": "text", "text": message["content"]}] + [
+                {"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                 "input": json.loads(c["function"]["arguments"])}
+                for c in message["tool_calls"]]
+            role = "assistant"
+        else:
+            content, role = message["content"], message["role"]
+        lines.append({"parentUuid": parent, "isSidechain": False, "userType": "external",
+                      "cwd": "/home/dev/shop", "sessionId": session, "version": "2.0.31",
+                      "uuid": uuid, "timestamp": f"2025-11-02T09:14:{i:02d}.000Z", "type": role,
+                      "message": {"role": role, "content": content}})
+        parent = uuid
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def run_hook_cli(event: str, payload: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+                 capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """``firewall hooks run EVENT`` with ``payload`` on stdin: (stdout, stderr)."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(payload)))
+    assert main(["hooks", "run", event]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_no_secret_leaves_through_replay_report_mcp_or_the_hooks(
+        tmp_path: Path, vendor_env: Capture, vendor: tuple[Capture, str],
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The 19 secrets of ``conversation()`` through every other command that sends text to a
+    vendor or writes it out: ``replay`` with a vendor summarizer, ``report`` of the replay and
+    of the audit log, ``mcp`` over the ledger and the log, and the Claude Code hooks (their
+    audit log, their messages, their errors). No piece of a secret in any request or output;
+    the ledger files (which hold secrets by design: the model's exact copy) are private."""
+    pytest.importorskip("anthropic")
+    capture, url = vendor
+    capture.reply = hostile
+    source, audit = write_conversation(tmp_path), tmp_path / "audit.db"
+    ledger, replayed = tmp_path / "run.ledger.json", tmp_path / "replay.jsonl"
+    contexts = tmp_path / "contexts.jsonl"
+    written: dict[str, str] = {}
+
+    # compact (for the ledger and the log) and replay, both through the capturing vendor
+    assert main(["compact", str(source), "--placeholders", "--keep-last", "2", "--audit-db",
+                 str(audit), "--ledger", str(ledger), "--summarizer", "anthropic"]) == 0
+    written["compact"] = capsys.readouterr().err
+    assert main(["replay", str(source), "--window", "400", "--watermark", "0.5",
+                 "--keep-last", "2", "--placeholders", "--json", "--contexts", str(contexts),
+                 "--summarizer", "anthropic"]) == 0
+    out = capsys.readouterr()
+    replayed.write_text(out.out, encoding="utf-8")
+    written["replay"], written["replay stderr"] = out.out, out.err
+    written["contexts"] = contexts.read_text("utf-8")
+    assert json.loads(out.out.splitlines()[-1])["compactions"]
+    assert len(capture.bodies("/messages")) >= 3  # compact, its re-ask, replay
+
+    # report: a page meant to be shared, from the replay and from the audit log
+    for name, option in (("replay", ["--replay", str(replayed)]),
+                         ("audit", ["--audit-db", str(audit)])):
+        page = tmp_path / f"report-{name}.html"
+        assert main(["report", *option, "--html", str(page)]) == 0
+        written[f"report of the {name}"] = page.read_text("utf-8") + capsys.readouterr().out
+
+    # mcp: every tool, through the SDK's own client over stdio
+    if importlib_util.find_spec("mcp") is not None:
+        with capsys.disabled():  # the SDK hands the server our stderr, which needs a file
+            written["mcp"] = mcp_answers(ledger, audit)
+
+    # the hooks: PreCompact, PostCompact (a summary that damages a secret), SessionStart
+    monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))
+    hooks_audit = tmp_path / "hooks-audit.db"
+    monkeypatch.setenv("FIREWALL_AUDIT_DB", str(hooks_audit))
+    session = "5f3c2a1e-8b7d-4e2f-9a10-3c4d5e6f7a8b"
+    transcript = claude_code_transcript(tmp_path / "session.jsonl", session)
+    event = {"session_id": session, "transcript_path": str(transcript),
+             "cwd": "/home/dev/shop", "permission_mode": "default"}
+    summary = f"Deploying {INVOICE} with token {GITHUB[:-3]}XYZ and key {AWS_ID[:-1]}Q."
+    for name, payload in (
+            ("pre-compact", {**event, "hook_event_name": "PreCompact", "trigger": "auto",
+                             "custom_instructions": ""}),
+            ("post-compact", {**event, "hook_event_name": "PostCompact", "trigger": "auto",
+                              "compact_summary": summary}),
+            ("session-start", {**event, "hook_event_name": "SessionStart",
+                               "source": "compact"})):
+        hook_out, hook_err = run_hook_cli(name, payload, monkeypatch, capsys)
+        assert hook_err == "", hook_err
+        written[f"hook {name} stderr"] = hook_err
+        if name == "post-compact":
+            message = json.loads(hook_out)["systemMessage"]
+            assert "altered" in message or "missing" in message, message
+            written["hook post-compact"] = message
+        if name == "session-start":
+            context = json.loads(hook_out)["hookSpecificOutput"]["additionalContext"]
+            # the re-injected ledger holds the exact values, for the agent's own model
+            assert context.startswith("<<<ledger ") and AWS_ID in context
+    [state] = (tmp_path / "state" / "sessions").glob("*.json")
+    data = json.loads(state.read_text("utf-8"))
+    written["hook state, but its values"] = json.dumps(
+        [{k: v for k, v in e.items() if k != "value"} for e in data["ledger"]["entries"]])
+
+    for log in (audit, hooks_audit):  # the logs, their WAL and shared memory
+        for f in sorted(log.parent.glob(log.name + "*")):
+            written[f.name] = f.read_bytes().decode("utf-8", "replace")
+    for request in capture.raw():
+        assert leaked(request) == [], "a piece of a secret reached a vendor"
+    for what, text in written.items():
+        assert leaked(text) == [], f"a piece of a secret in {what}"
+    assert INVOICE in written["report of the audit"] or INVOICE in written["audit.db"]
+    for private in (ledger, state):  # secrets in clear by design: the owner's eyes only
+        assert private.stat().st_mode & 0o077 == 0, private
+
+
+def mcp_answers(ledger: Path, audit: Path) -> str:
+    """Every MCP tool's answer over the ledger and the log, as JSON text."""
+    import sys
+
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "firewall.cli", "mcp", "--ledger", str(ledger), "--audit-db", str(audit)],
+        env={"FIREWALL_AUDIT_KEY": "test-installation-key"})
+
+    async def run() -> list[Any]:
+        async with Client(params) as client:
+            return [await client.call_tool(name, arguments) for name, arguments in (
+                ("pinned_literals", {}), ("find_pinned", {"rule": "secrets"}),
+                ("find_pinned", {"prefix": "AKIA"}), ("find_pinned", {"prefix": "ghp_"}),
+                ("find_pinned", {"rule": "github-token"}),
+                ("literal_survival", {"value": INVOICE}))]
+
+    answers = anyio.run(run)
+    assert not any(a.is_error for a in answers)
+    assert INVOICE in json.dumps(answers[0].model_dump(mode="json"))
+    return json.dumps([a.model_dump(mode="json") for a in answers])
