@@ -209,3 +209,20 @@ def test_without_ledger_files_it_serves_the_hooks_sessions(tmp_path, monkeypatch
     assert {e["value"] for e in answer["entries"]} == {INVOICE, OTHER}
     assert {e["ledger_file"] for e in answer["entries"]} == {
         str(tmp_path / "state" / "sessions" / "claude-session-1.json")}
+
+
+def test_a_field_path_masks_each_secret_at_its_exact_boundary():
+    """``literals.public_field``: a secret of 4+ characters is masked wherever it stands in a
+    path; a shorter one only as a whole key (a 3-character password must not eat every
+    ``abc`` of every path)."""
+    from firewall.literals import public_field
+
+    token = GITHUB_AS_KEY
+    assert public_field(f"arguments.tokens.{token}.path", [token]) == \
+        "arguments.tokens.[sensitive].path"
+    assert public_field(f"arguments.k{token}x#key", [token]) == "arguments.k[sensitive]x#key"
+    assert public_field("content.Zq7!.id", ["Zq7!"]) == "content.[sensitive].id"
+    for path in ("content.pw.id", "content.pw#key", "content.pw[0]", "content.pw"):
+        assert public_field(path, ["pw"]) == path.replace("pw", "[sensitive]")
+    assert public_field("content.pwd.id", ["pw"]) == "content.pwd.id"  # not a whole key
+    assert public_field("text", [token, "text"]) == "text"
