@@ -12,8 +12,8 @@ from typing import Any
 from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .options import (add_audit_options, add_dask_option, add_fail_fast_option,
-                      add_keep_last_option, add_rules_option, add_summarizer_options,
-                      add_tokens_option, missing_log_file, non_negative, packs_from_args,
+                      add_keep_last_option, add_placeholders_option, add_rules_option,
+                      add_summarizer_options, add_tokens_option, missing_log_file, non_negative, packs_from_args,
                       summarizer_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
@@ -583,8 +583,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     compact.add_argument("--required", choices=("rules", "user", "all"), default="user",
                          help="literals the summary itself must carry (default: user-typed "
                               "and rules marked required)")
-    compact.add_argument("--placeholders", action="store_true",
-                         help="replace sensitive literals by placeholders for the summarizer")
+    add_placeholders_option(compact)
     compact.add_argument("--ledger", metavar="PATH",
                          help="ledger JSON to continue from and to save (cumulative)")
     add_audit_options(compact)

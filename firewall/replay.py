@@ -470,12 +470,14 @@ class ReplayTask:
     trigger: Trigger
     summarizer: argparse.Namespace  # summarizer, model, base_url: see summarizer_from_args
     contexts: bool
+    placeholders: bool = False  # secrets go to the summarizer as placeholders, as compact's
 
     def setup(self) -> tuple[Any, Any]:
         from .guard import Firewall
         from .options import summarizer_from_args
 
-        return (Firewall(self.packs, budget_tokens=self.budget, keep_last=self.keep_last),
+        return (Firewall(self.packs, budget_tokens=self.budget, keep_last=self.keep_last,
+                         placeholders=self.placeholders),
                 summarizer_from_args(self.summarizer))
 
     def __call__(self, state: tuple[Any, Any], path: str, conversation: Conversation
@@ -499,7 +501,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summarizer = argparse.Namespace(summarizer=args.summarizer, model=args.model,
                                     base_url=args.base_url)
     task = ReplayTask(packs_from_args(args), args.budget, args.keep_last, trigger, summarizer,
-                      contexts=bool(args.contexts))
+                      contexts=bool(args.contexts), placeholders=args.placeholders)
     out: IO[str] | None = open(args.contexts, "w", encoding="utf-8") if args.contexts else None
     totals = Totals()
     try:
@@ -575,8 +577,8 @@ secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a
 def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall replay`` on the CLI's subparsers."""
     from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                          add_rules_option, add_summarizer_options, add_tokens_option,
-                          non_negative)
+                          add_placeholders_option, add_rules_option, add_summarizer_options,
+                          add_tokens_option, non_negative)
 
     parser = subparsers.add_parser(
         "replay", help="replay recorded conversations as a harness would, compacting at a "
@@ -598,6 +600,7 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
                         help=f"preemptive: the output reserved for each model call "
                              f"(default {MAX_TOKENS})")
     add_summarizer_options(parser)
+    add_placeholders_option(parser)
     add_keep_last_option(parser, " of each compaction")
     add_rules_option(parser)
     parser.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",
