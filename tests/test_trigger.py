@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compose import Span, choose_span
+from firewall.compose import Span, choose_span, compose, with_tool_pairs
 from firewall.errors import FirewallError
 from firewall.formats import parse_messages
 from firewall.guard import Firewall
@@ -168,6 +168,15 @@ def test_watermark_is_a_share_of_the_window():
     assert not trigger.fires(25_600) and trigger.fires(25_601)
 
 
+def test_the_headroom_is_a_share_of_the_threshold_not_of_the_window():
+    """A watermark of half the window: the threshold is 500 tokens, and 20 % headroom leaves a
+    target of 400 (20 % of the 1,000-token window would leave 300)."""
+    trigger = Trigger(window=1_000, watermark=0.5, headroom=0.2)
+    assert trigger.threshold == 500 and trigger.target == 400
+    assert trigger.relieves(400) and not trigger.relieves(401)
+    assert Trigger(window=1_000, watermark=0.5, headroom=0).target == 500
+
+
 # ── preemptive ─────────────────────────────────────────────────────────────────────────────
 
 def test_preemptive_compacts_before_a_turn_whose_output_would_cross(fw):
@@ -214,6 +223,59 @@ def test_the_nudge_moves_the_boundary_back_to_the_end_of_an_exchange():
 def test_the_nudge_never_moves_before_the_span_start():
     turns = parse_messages(native()).turns
     assert Trigger(window=10, nudge=50).boundary(turns, Span(1, 4)) == 2
+
+
+def test_the_nudge_reaches_an_exchange_exactly_nudge_turns_back():
+    """Boundary of the nudge's search: from the span's end (9, the final answer) the last
+    exchange ended 3 turns back (at 6, "And the order ...?"); a nudge of 3 reaches it, 2 does
+    not."""
+    turns = parse_messages(native()).turns
+    assert exchange_ends_before(turns, 6)
+    assert not any(exchange_ends_before(turns, b) for b in (7, 8, 9))
+    assert Trigger(window=10, nudge=3).boundary(turns, Span(1, 9)) == 6
+    assert Trigger(window=10, nudge=2).boundary(turns, Span(1, 9)) == 9
+
+
+def test_a_final_tool_result_stays_with_its_call_at_keep_last_1():
+    """A conversation that ends on a tool result: a one-turn tail would hold the result
+    without its call; the span ends before the call instead."""
+    turns = parse_messages(native()[:9]).turns  # ..., call c3, result c3
+    assert [t.role for t in turns[-2:]] == ["assistant", "tool"]
+    assert choose_span(turns, keep_last=1) == Span(1, 7)
+    assert choose_span(turns, keep_last=0) == Span(1, 9)  # nothing kept: nothing split
+    assert choose_span(turns, keep_last=2) == Span(1, 7)
+
+
+@pytest.mark.parametrize("kept", [2, 3, 4])
+def test_a_kept_parallel_call_keeps_every_result_and_a_kept_result_its_call(kept):
+    """Turn 2 calls c1 and c2 in parallel, turns 3 and 4 are their results: keeping any of the
+    three verbatim (a withheld turn, a literal too long to pin) keeps all three."""
+    turns = parse_messages(native()).turns
+    assert with_tool_pairs(turns, [kept], Span(1, 9)) == [2, 3, 4]
+    assert with_tool_pairs(turns, [kept, 8], Span(1, 9)) == [2, 3, 4, 7, 8]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kept", range(2, 9))
+def test_composed_messages_never_hold_a_call_without_its_results(fmt, kept):
+    conversation = parse_messages(FORMATS[fmt]())
+    turns = conversation.turns
+    span = Span(next(i for i, t in enumerate(turns) if t.role != "system"), len(turns) - 1)
+    if kept not in span:
+        return
+    out = compose(conversation, span, "summary", "ledger", keep=[kept])
+    calls, results = call_ids(out)
+    assert calls == results
+
+
+def test_a_kept_responses_output_keeps_its_call_item_by_id():
+    """Responses API items: call c1, call c2, output c1, output c2. Keeping output c2 keeps
+    call c2 (two items back), and keeping call c1 keeps output c1 (across call c2)."""
+    turns = parse_messages(responses()).turns
+    assert [t.role for t in turns[3:7]] == ["assistant", "assistant", "tool", "tool"]
+    span = Span(1, len(turns) - 1)
+    assert with_tool_pairs(turns, [6], span) == [4, 6]
+    assert with_tool_pairs(turns, [3], span) == [3, 5]
 
 
 # ── re-compaction and the harness loop ─────────────────────────────────────────────────────
