@@ -43,8 +43,8 @@ def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = Non
     while start < len(turns) and turns[start].role == "system":
         start += 1
     end = max(start, len(turns) - max(keep_last, 0))
-    if keep_tokens:
-        tail = 0
+    if keep_tokens:  # the keep_last turns count toward it
+        tail = sum(turn_tokens(t) for t in turns[end:])
         while end > start and tail < keep_tokens:
             end -= 1
             tail += turn_tokens(turns[end])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compose import Span, choose_span, compose, with_tool_pairs
+from firewall.compose import Span, choose_span, compose, turn_tokens, with_tool_pairs
 from firewall.errors import FirewallError
 from firewall.formats import parse_messages
 from firewall.guard import Firewall
@@ -244,6 +244,20 @@ def test_a_final_tool_result_stays_with_its_call_at_keep_last_1():
     assert choose_span(turns, keep_last=1) == Span(1, 7)
     assert choose_span(turns, keep_last=0) == Span(1, 9)  # nothing kept: nothing split
     assert choose_span(turns, keep_last=2) == Span(1, 7)
+
+
+def test_keep_tokens_is_the_least_the_whole_tail_holds_its_keep_last_turns_included():
+    turns = parse_messages(native()).turns  # ..., answer (5), follow-up (6), call, result, answer
+    last, follow_up = turn_tokens(turns[9]), turn_tokens(turns[6])
+    assert choose_span(turns, keep_last=1, keep_tokens=last) == Span(1, 9)  # the answer holds it
+    assert choose_span(turns, keep_last=1, keep_tokens=last + 1).end < 9  # one more turn needed
+    # the tail takes whole turns back to the follow-up, and never splits a call from its result
+    needed = sum(turn_tokens(t) for t in turns[6:])
+    assert choose_span(turns, keep_last=0, keep_tokens=needed) == Span(1, 6)
+    assert choose_span(turns, keep_last=0, keep_tokens=needed - follow_up) == Span(1, 7)
+    assert choose_span(turns, keep_last=0, keep_tokens=needed - follow_up + 1) == Span(1, 6)
+    assert choose_span(turns, keep_last=4, keep_tokens=1) == Span(1, 6)  # keep_last rules
+    assert choose_span(turns, keep_last=0, keep_tokens=10**9) == Span(1, 1)  # all but system
 
 
 @pytest.mark.parametrize("kept", [2, 3, 4])
