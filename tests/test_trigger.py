@@ -463,6 +463,23 @@ def test_a_failing_summarizer_is_not_called_before_every_model_call(fw):
     assert down.calls == 4  # the back-off started over: the next firing was tried at once
 
 
+def test_the_back_off_doubles_up_to_its_cap_of_32_messages(fw):
+    from firewall.guard import BACK_OFF_MAX
+
+    messages, ledger, down = native(), Ledger.new("capped"), Down()
+    trigger = Trigger(window=tokens(messages) - 1, watermark=1.0)
+    tried, history = [], messages
+    for extra in range(96):
+        history = history + ([{"role": "user", "content": f"Any news, {extra}?"}]
+                             if extra else [])
+        before = down.calls
+        fw.maybe_compact(history, trigger, ledger=ledger, summarizer=down)
+        if down.calls > before:
+            tried.append(extra)
+    assert BACK_OFF_MAX == 32
+    assert tried == [0, 2, 6, 14, 30, 62, 94]  # waits of 2, 4, 8, 16, 32, then 32 again
+
+
 @pytest.mark.parametrize("kwargs", [{"window": 0}, {"window": 100, "watermark": 0},
                                     {"window": 100, "watermark": 1.5},
                                     {"window": 100, "policy": "eager"},
