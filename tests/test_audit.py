@@ -177,6 +177,15 @@ def test_get_unknown_or_ambiguous_id(log):
         log.get("ff")
 
 
+def test_get_matches_the_start_of_an_id_only(log):
+    record = make_record(id="ab" + "0" * 30)
+    log.write(record)
+    assert log.get("ab0") == record
+    for piece in ("b0", "0" * 30, "ab1"):
+        with pytest.raises(AuditError, match="no record with id"):
+            log.get(piece)
+
+
 def test_sensitive_literal_found_by_hash_never_stored_in_clear(log, tmp_path, request):
     careless = Attempt(number=1, summarizer="anthropic", duration_ms=1.0,
                        # a caller that forgot to hash the secret in the verdict lists

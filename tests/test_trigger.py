@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compose import Span, choose_span, compose, turn_tokens, with_tool_pairs
+from firewall.compose import (Span, choose_span, compose, splits_tool_pair, turn_tokens,
+                              with_tool_pairs)
 from firewall.errors import FirewallError
 from firewall.formats import parse_messages
 from firewall.guard import Firewall
 from firewall.ledger import Ledger, find_blocks
 from firewall.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
+from firewall.turns import ToolCall, Turn
 from firewall.trigger import (BACKING_OFF, SKIPPED, Trigger, exchange_ends_before,
                               live_tokens)
 
@@ -175,6 +177,29 @@ def test_the_headroom_is_a_share_of_the_threshold_not_of_the_window():
     assert trigger.threshold == 500 and trigger.target == 400
     assert trigger.relieves(400) and not trigger.relieves(401)
     assert Trigger(window=1_000, watermark=0.5, headroom=0).target == 500
+
+
+def test_the_threshold_rounds_down_so_the_trigger_never_fires_late():
+    trigger = Trigger(window=999, watermark=0.5)  # 499.5 tokens
+    assert trigger.threshold == 499 and trigger.fires(500) and not trigger.fires(499)
+
+
+def test_a_result_without_an_id_still_opens_no_tail():
+    """Results without ids (a format or harness that gives none): a tail opening on a tool
+    result splits it from its call, whatever ids say."""
+    turns = [Turn("user", "look it up"), Turn("assistant", tool_calls=(ToolCall("f", {}),)),
+             Turn("tool", "found", tool_name="f"), Turn("assistant", "done")]
+    assert splits_tool_pair(turns, 2) and not splits_tool_pair(turns, 3)
+    assert not splits_tool_pair(turns, 1)
+    assert choose_span(turns, keep_last=2) == Span(0, 1)
+
+
+def test_an_empty_assistant_turn_ends_no_exchange():
+    """Only an answer in text ends an exchange: an empty assistant turn (a model that wrote
+    nothing) followed by another assistant turn does not."""
+    turns = [Turn("user", "hi"), Turn("assistant", ""), Turn("assistant", "Hello.")]
+    assert not exchange_ends_before(turns, 2)
+    assert exchange_ends_before(turns + [Turn("assistant", "More.")], 3)
 
 
 # ── preemptive ─────────────────────────────────────────────────────────────────────────────
