@@ -22,7 +22,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_COMPACTED = 0, 1, 2, 3
 EXIT_CODES = """exit codes:
   0  done
   1  done, but something failed: a bad input line was skipped, a rule timed out (scan), a
-     check failed, the audit log could not be written
+     check failed, the audit log could not be written, audit literal found nothing
   2  usage or input error (with --fail-fast: stopped at the first bad line)
   3  compact: a conversation was not compacted (the summarizer failed or never ran, or there
      was nothing to compact); the report says why"""
