@@ -212,3 +212,29 @@ def test_json_timestamps_navigation_links_and_constants_are_noise():
     found = values(extractor, result)
     assert "ch_3PqR7sLkdIwHu7ix" in found and "124900" in found
     assert not {"1743671662", "null", "/v1/charges/ch_3PqR7sLkdIwHu7ix"} & set(found)
+
+
+def test_a_listing_entry_in_the_folder_the_agent_works_in_ranks_above_its_far_siblings():
+    """A Glob of 12 files in two folders: the agent opened one file of src/billing/, so the
+    other files there (what it opens next) rank above the docs/ siblings, though one listing
+    showed them all."""
+    billing = [f"src/billing/mod_{i}.py" for i in range(6)]
+    docs = [f"docs/guides/page_{i}.md" for i in range(6)]
+    listing = "\n".join(docs[:3] + billing + docs[3:])
+    turns = parse_messages([
+        {"role": "user", "content": "fix the invoice rounding"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "Glob", "id": "1", "arguments": {"pattern": "**/*"}}]},
+        {"role": "tool", "tool_call_id": "1", "name": "Glob", "content": listing},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "Read", "id": "2", "arguments": {"file_path": billing[0]}}]},
+    ]).turns
+    ledger = Ledger.new("c")
+    ledger.update(lit for lit in Extractor(load_packs()).scan(turns).literals
+                  if lit.role == "tool")
+    key = contextual_salience(uses(ledger.entries, turns))
+    by_value = {e.value: e for e in ledger.entries}
+    assert set(billing + docs) <= set(by_value)
+    # same shape and cost: the folder decides
+    assert key(by_value[billing[3]]) > key(by_value[docs[3]])
+    assert min(key(by_value[v]) for v in billing[1:]) > max(key(by_value[v]) for v in docs)
