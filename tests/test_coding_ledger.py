@@ -132,6 +132,12 @@ def test_the_default_budget_gives_a_16k_span_its_share_and_a_shorter_span_the_sa
     assert budget.tokens(4_000) == budget.tokens(12_000) == at_16k < budget.tokens(24_000)
 
 
+def test_the_default_block_of_a_claude_code_compaction_is_at_most_3_percent_of_its_span():
+    # Claude Code compacts automatically at 150k-190k tokens: the cap holds the block there
+    budget = Budget()
+    assert all(budget.tokens(span) <= 0.03 * span for span in (150_000, 155_000, 188_000))
+
+
 def test_a_compaction_budgets_a_share_of_its_span():
     fw = Firewall(load_packs(), budget_tokens=Budget(share=0.01, floor=0, cap=10**6))
     turns = parse_messages([{"role": "user", "content": "word " * 4000}]).turns
