@@ -32,7 +32,7 @@ import statistics
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,15 @@ _KINDS = (
                                  r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")),
 )
 FREE_TEXT_ARGUMENTS = frozenset({"command"})  # a shell command is free text at any length
+# Arguments that *name* something (a file, a command, a search, a record): gold passed in one of
+# them is "addressing" gold. Text the agent writes (a file body, an edit's strings, a plan, a
+# todo, a prompt, a description) names nothing: its tokens are not.
+ADDRESSING_ARGUMENTS = frozenset({
+    "command", "cmd", "file_path", "filepath", "file", "files", "filename", "path", "paths",
+    "notebook_path", "pattern", "glob", "include", "url", "uri", "urls", "cwd", "directory",
+    "dir", "target", "ref", "branch", "name", "email", "node", "workflow", "id", "ids", "key"})
+_ADDRESSING_SUFFIX = regex.compile(r"(?:_|(?<=[a-z])(?=[A-Z]))(?i:ids?|path|paths|url|uri|"
+                                   r"name|key|file|dir|ref)$")
 
 
 # ── gold ─────────────────────────────────────────────────────────────────────────────────────
@@ -102,6 +111,7 @@ class Gold:
     arg: str
     first_seen: int  # first message at or before k where it occurs
     role: str
+    addressing: bool = False  # some later call passes it in an argument that names something
 
     @property
     def strict(self) -> bool:
@@ -110,6 +120,19 @@ class Gold:
     @property
     def id_like(self) -> bool:
         return self.strict and id_like(self.literal)
+
+    @property
+    def addresses(self) -> bool:
+        """ID-like gold that a later call passes to name something (DESIGN.md's subset)."""
+        return self.addressing and self.id_like
+
+
+def is_addressing(arg: str) -> bool:
+    """``arg`` (a tool call's argument key) names a target: a path, a command, a search
+    pattern, a URL, an id (``order_id``, ``tabId``, ``item_ids``), a name; not a text the agent
+    writes (``content``, ``new_string``, ``prompt``, ``description``)."""
+    leaf = arg.rsplit(".", 1)[-1]
+    return leaf.lower() in ADDRESSING_ARGUMENTS or _ADDRESSING_SUFFIX.search(leaf) is not None
 
 
 def is_free_text(value: str, arg: str = "") -> bool:
@@ -164,7 +187,10 @@ def gold_set(conversation: Conversation, k: int,
     for used_in in range(k + 1, len(turns)):
         for call in turns[used_in].tool_calls:
             for arg, text, mode in argument_strings(call.arguments):
+                addressing = is_addressing(arg)
                 if text in gold or text in excluded:
+                    if addressing and text in gold and not gold[text].addressing:
+                        gold[text] = replace(gold[text], addressing=True)
                     continue
                 seen = first_seen(text)
                 if seen is None and not occurs(text, system) and mode == "token":
@@ -172,11 +198,13 @@ def gold_set(conversation: Conversation, k: int,
                     if len(stripped) >= MIN_TOKEN and stripped != text:
                         text = stripped
                         if text in gold or text in excluded:
+                            if addressing and text in gold and not gold[text].addressing:
+                                gold[text] = replace(gold[text], addressing=True)
                             continue
                         seen = first_seen(text)
                 if seen is not None:
                     gold[text] = Gold(text, mode, literal_kind(text), used_in, call.name, arg,
-                                      seen[0], seen[1])
+                                      seen[0], seen[1], addressing)
                 elif occurs(text, system):
                     excluded[text] = None
     if sys_only is not None:
@@ -272,7 +300,9 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     # a Budget as a compaction reads it
     budget = budget if isinstance(budget, Budget) else budget_tokens(budget, span_tokens)
     ledger = Ledger.new(conversation.id)
-    firewall.pin(ledger, turns[start:k + 1], offset=start, budget=budget)
+    pinned = firewall.pin(ledger, turns[start:k + 1], offset=start, budget=budget)
+    # every value any rule extracted from the span, whatever the budget kept
+    extracted = "\n".join(dict.fromkeys(lit.value for lit in pinned.literals))
     block = ledger.render()
     gold = gold_set(conversation, k)
     oracle = oracle_ledger(conversation, gold).render()
@@ -296,6 +326,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         "user+tail": ctx(tail_user),
         "naive": ctx(naive_ledger(span)),
         "oracle": ctx(oracle),
+        "extracted": ctx(extracted),
     }
     if agent_summary is not None:
         cut.contexts["agent"] = ctx(agent_summary)
@@ -323,7 +354,7 @@ def decoded_values(ledger: Ledger) -> str:
 
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
 
-CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle")
+CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle", "extracted")
 # the frac label of a cut at a compaction the agent made itself (a session file's boundary),
 # where two more contexts are measured: its own summary ("agent"), and that summary with the
 # ledger re-injected after it ("agent+ledger"), as a wrapped harness would have it
@@ -336,14 +367,17 @@ AGENT = "agent"
 COST_SPAN_MIN = 16_000
 
 
+BUCKETS = ("id_like", "strict", "all", "address")  # "address": ID-like gold that names a target
+
+
 @dataclass
 class Tally:
     """Micro-averaged recall of one context over many cuts; its cost as a share of the spans of
     ``COST_SPAN_MIN`` tokens or more (``tokens`` / ``span_tokens`` count those cuts only), and
     as absolute tokens on the shorter ones."""
 
-    hit: dict[str, int] = field(default_factory=lambda: {"id_like": 0, "strict": 0, "all": 0})
-    n: dict[str, int] = field(default_factory=lambda: {"id_like": 0, "strict": 0, "all": 0})
+    hit: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BUCKETS, 0))
+    n: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BUCKETS, 0))
     tokens: int = 0
     span_tokens: int = 0
     ratios: list[float] = field(default_factory=list)
@@ -351,7 +385,8 @@ class Tally:
 
     def add(self, gold: Sequence[Gold], hits: Sequence[bool], tokens: int, span: int) -> None:
         for g, ok in zip(gold, hits):
-            for bucket, member in (("all", True), ("strict", g.strict), ("id_like", g.id_like)):
+            for bucket, member in (("all", True), ("strict", g.strict), ("id_like", g.id_like),
+                                   ("address", g.addresses)):
                 if member:
                     self.n[bucket] += 1
                     self.hit[bucket] += ok
@@ -551,12 +586,14 @@ def format_report(result: dict[str, Any]) -> str:
             f"+last{n} ID", f"+last{n} strict", "cost",
             "user ID", "user cost", f"last{n} ID", f"last{n} strict", "cost",
             f"user+last{n} ID", "cost", "naive ID", "naive strict", "naive cost",
-            "oracle ID", "oracle cost")
+            "oracle ID", "oracle cost",
+            "address", "ledger addr", f"+last{n} addr", "naive addr",
+            "extracted ID", "extracted strict", "extracted addr", "extracted cost")
     rows = []
     order = {"all": "~"}  # the "all" rows after the per-fraction rows
     for g in sorted(result["groups"], key=lambda g: (order.get(g["source"], g["source"]),
                                                       order.get(g["frac"], g["frac"]))):
-        led, lt, us, ta, ut, nai, orc = (g[c] for c in CONTEXTS)
+        led, lt, us, ta, ut, nai, orc, ext = (g[c] for c in CONTEXTS)
         rows.append((g["source"], g["frac"], g["cuts"], led["n"]["id_like"], led["n"]["strict"],
                      _p(led["recall"]["id_like"]), _p(led["recall"]["strict"]),
                      led["cost_cuts"], _p(led["cost_median"]), _p(led["cost_total"]),
@@ -569,7 +606,11 @@ def format_report(result: dict[str, Any]) -> str:
                      _p(ut["recall"]["id_like"]), _p(ut["cost_total"]),
                      _p(nai["recall"]["id_like"]), _p(nai["recall"]["strict"]),
                      _p(nai["cost_total"]),
-                     _p(orc["recall"]["id_like"]), _p(orc["cost_total"])))
+                     _p(orc["recall"]["id_like"]), _p(orc["cost_total"]),
+                     led["n"]["address"], _p(led["recall"]["address"]),
+                     _p(lt["recall"]["address"]), _p(nai["recall"]["address"]),
+                     _p(ext["recall"]["id_like"]), _p(ext["recall"]["strict"]),
+                     _p(ext["recall"]["address"]), _p(ext["cost_total"])))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     agent = [g for g in result["groups"] if g["frac"] == AGENT]
@@ -580,17 +621,20 @@ def format_report(result: dict[str, Any]) -> str:
                   "session file):",
                   "| source | cuts | ID-like | strict | agent summary ID | agent strict | "
                   "+ ledger ID | + ledger strict | ledger alone ID | cost | "
-                  "+ hooks' block ID | + hooks' block strict |",
-                  "|" + "---|" * 12]
+                  "+ hooks' block ID | + hooks' block strict | address | agent summary addr | "
+                  "+ ledger addr | ledger alone addr | + hooks' block addr |",
+                  "|" + "---|" * 17]
         for g in agent:
             a, al, led = g["agent"], g["agent+ledger"], g["ledger"]
-            hk = g.get(HOOKS, {"recall": {"id_like": None, "strict": None}})
+            hk = g.get(HOOKS, {"recall": {"id_like": None, "strict": None, "address": None}})
             lines.append("| " + " | ".join(str(c) for c in (
                 g["source"], g["cuts"], a["n"]["id_like"], a["n"]["strict"],
                 _p(a["recall"]["id_like"]), _p(a["recall"]["strict"]),
                 _p(al["recall"]["id_like"]), _p(al["recall"]["strict"]),
                 _p(led["recall"]["id_like"]), _p(led["cost_total"]),
-                _p(hk["recall"]["id_like"]), _p(hk["recall"]["strict"]))) + " |")
+                _p(hk["recall"]["id_like"]), _p(hk["recall"]["strict"]),
+                a["n"]["address"], _p(a["recall"]["address"]), _p(al["recall"]["address"]),
+                _p(led["recall"]["address"]), _p(hk["recall"].get("address")))) + " |")
     lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
                  f"budget {result['budget']}"
                  f"{' tokens' if isinstance(result['budget'], int) else ''}; "
@@ -664,6 +708,12 @@ The table: one row per source file and compaction point (frac), then per source,
                         (split like the gold); a rule pack earns its keep by beating it on
                         recall and cost
   oracle                a ledger of exactly the gold: the least any ledger could cost
+  address               the ID-like gold a later call passes in an argument that names
+                        something (a path, a command, a pattern, a URL, an id, a name), not
+                        inside text the agent writes (a file body, an edit, a plan, a todo);
+                        the addr columns are recall on it
+  extracted             every value any rule extracted from the span, before the budget:
+                        what extraction alone could keep (its cost: those values' tokens)
 Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless named med
 (median)."""
 

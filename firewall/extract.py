@@ -22,7 +22,7 @@ from .literals import Literal, SecretIndex, spread_sensitivity
 from .packs import Pack
 from .prefilter import Prefilter, ascii_bytes
 from .turns import ROLES, Conversation, Turn
-from .unspaced import has_unspaced, spaced
+from .unspaced import cut_from_path, has_unspaced, spaced
 
 SpanFinder = Callable[[str], list[tuple[int, int]]]
 
@@ -284,9 +284,12 @@ class Extractor:
         where the view and the source agree byte for byte, so a literal never holds a space the
         source does not."""
         view = spaced(text)
-        out.literals += [lit for lit in self._scan_view(view, rules, role, budget, turn, field,
-                                                        tool, out)
-                         if text[lit.start:lit.end] == lit.value]
+        found = [lit for lit in self._scan_view(view, rules, role, budget, turn, field, tool, out)
+                 if text[lit.start:lit.end] == lit.value]
+        if found:  # a piece of a path whose segment holds such letters is no literal of its own
+            spans = [(lit.start, lit.end) for lit in out.literals]
+            out.literals += [lit for lit in found if not cut_from_path(text, lit.start, lit.end)
+                             and not any(s <= lit.start and lit.end <= e for s, e in spans)]
 
     def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
              role: str, field: str, tool: str | None, out: TurnScan) -> None:

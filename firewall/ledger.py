@@ -677,6 +677,12 @@ def id_shaped(value: str) -> bool:
     return len(value) >= 4 and any(c.isdigit() or c in "/@" for c in value)
 
 
+def folder(value: str) -> str:
+    """The directory part of a path-like value (``src/api/x.py`` -> ``src/api``); empty
+    without one."""
+    return value.rstrip("/").rpartition("/")[0]
+
+
 def contextual_salience(used: dict[str, int],
                         count: TokenCounter = count_tokens) -> Callable[[LedgerEntry], tuple]:
     """Salience with the span's uses, as value per token: a budget is a knapsack, and the
@@ -684,8 +690,8 @@ def contextual_salience(used: dict[str, int],
 
     Required entries come first. The rest are ranked by ``weight / tokens``, where the weight
     doubles for each step up the tiers *listed* (one of more than ``LISTED_MAX`` values of its
-    kind in one message: a listing), *specific* (one of few in its message, or a tool's value
-    the user also typed), *used* (first typed by the user, or passed to a tool or repeated by
+    kind in one message: a listing), *specific* (one of few in its message, a tool's value
+    the user also typed, or a listed path in the folder of a path the span used), *used* (first typed by the user, or passed to a tool or repeated by
     the agent: agents re-type what they typed); it is five times as large for an ID-shaped
     value (hard to rebuild from a paraphrase), grows with the square root of how often the
     span showed the value (the working set recurs: on the coding and retail dev sets, later
@@ -701,11 +707,16 @@ def contextual_salience(used: dict[str, int],
     filled budgets with listing entries: 85.3 % of the ID-like gold against 68.8 % at 5 %.
     """
     listed = getattr(used, "listed", {})
+    # A listing's entries rank with one of few when the span used a path of their folder: the
+    # agent works there, and opens the next file of it (not the 30 siblings of another one).
+    near = {folder(v) for v, bits in used.items() if bits and "/" in v}
+    near.discard("")
 
     def key(entry: LedgerEntry) -> tuple:
         u = used.get(entry.value, 0)
         tier = 2 if entry.role == "user" or u & (CALL | ASSISTANT) else \
-            1 if u or listed.get(entry.value, 1) <= LISTED_MAX else 0
+            1 if u or listed.get(entry.value, 1) <= LISTED_MAX or (
+                near and "/" in entry.value and folder(entry.value) in near) else 0
         weight = (2 ** tier) * (5 if id_shaped(entry.value) else 1) * (entry.priority / 50) \
             * math.sqrt(entry.count) * (1 + entry.last_seen / 100)
         tokens = count(VALUE_SEP + value_text(entry.value))

@@ -166,6 +166,12 @@ def test_the_default_budget_gives_a_16k_span_its_share_and_a_shorter_span_the_sa
     assert budget.tokens(4_000) == budget.tokens(12_000) == at_16k < budget.tokens(24_000)
 
 
+def test_the_default_block_of_a_claude_code_compaction_is_at_most_3_percent_of_its_span():
+    # Claude Code compacts automatically at 150k-190k tokens: the cap holds the block there
+    budget = Budget()
+    assert all(budget.tokens(span) <= 0.03 * span for span in (150_000, 155_000, 188_000))
+
+
 def test_a_compaction_budgets_a_share_of_its_span():
     fw = Firewall(load_packs(), budget_tokens=Budget(share=0.01, floor=0, cap=10**6))
     turns = parse_messages([{"role": "user", "content": "word " * 4000}]).turns
@@ -246,3 +252,29 @@ def test_json_timestamps_navigation_links_and_constants_are_noise():
     found = values(extractor, result)
     assert "ch_3PqR7sLkdIwHu7ix" in found and "124900" in found
     assert not {"1743671662", "null", "/v1/charges/ch_3PqR7sLkdIwHu7ix"} & set(found)
+
+
+def test_a_listing_entry_in_the_folder_the_agent_works_in_ranks_above_its_far_siblings():
+    """A Glob of 12 files in two folders: the agent opened one file of src/billing/, so the
+    other files there (what it opens next) rank above the docs/ siblings, though one listing
+    showed them all."""
+    billing = [f"src/billing/mod_{i}.py" for i in range(6)]
+    docs = [f"docs/guides/page_{i}.md" for i in range(6)]
+    listing = "\n".join(docs[:3] + billing + docs[3:])
+    turns = parse_messages([
+        {"role": "user", "content": "fix the invoice rounding"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "Glob", "id": "1", "arguments": {"pattern": "**/*"}}]},
+        {"role": "tool", "tool_call_id": "1", "name": "Glob", "content": listing},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "Read", "id": "2", "arguments": {"file_path": billing[0]}}]},
+    ]).turns
+    ledger = Ledger.new("c")
+    ledger.update(lit for lit in Extractor(load_packs()).scan(turns).literals
+                  if lit.role == "tool")
+    key = contextual_salience(uses(ledger.entries, turns))
+    by_value = {e.value: e for e in ledger.entries}
+    assert set(billing + docs) <= set(by_value)
+    # same shape and cost: the folder decides
+    assert key(by_value[billing[3]]) > key(by_value[docs[3]])
+    assert min(key(by_value[v]) for v in billing[1:]) > max(key(by_value[v]) for v in docs)

@@ -169,10 +169,77 @@ def test_tally_micro_averages_recall_and_reports_median_and_total_cost():
     tally.add([strict], [False], tokens=6_000, span=20_000)
     tally.add([], [], tokens=200, span=200_000)
     summary = tally.summary()
-    assert summary["recall"] == {"id_like": 0.5, "strict": 0.5, "all": 1 / 3}
-    assert summary["n"] == {"id_like": 2, "strict": 2, "all": 3}
+    assert summary["recall"] == {"id_like": 0.5, "strict": 0.5, "all": 1 / 3, "address": None}
+    assert summary["n"] == {"id_like": 2, "strict": 2, "all": 3, "address": 0}
     assert summary["cost_median"] == pytest.approx(0.1)
     assert summary["cost_total"] == pytest.approx(8_200 / 240_000)
+
+
+# A coding session: the agent reads a listing, then opens one file by path, runs a command on
+# another, and writes a file whose body re-types a CSS class and a path it saw.
+CODING = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the banner colour in src/ui/Banner.tsx; logs are in "
+                                "logs/build_2024.log. Use bg-red-500/10."},
+    call("Glob", pattern="src/**/*.tsx"),
+    result("Glob", "src/ui/Banner.tsx\nsrc/ui/Footer.tsx\nsrc/api/v2/client.ts"),
+    call("Write", file_path="notes/plan.md",
+         content="Change src/api/v2/client.ts later.\nclassName bg-red-500/10 on Banner"),
+    call("Read", file_path="src/ui/Banner.tsx"),
+    call("Bash", command="tail -n 50 logs/build_2024.log", description="see logs/build_2024.log"),
+    call("TaskOutput", task_id="task_77a1"),
+]
+
+
+def test_addressing_gold_names_a_target_and_text_the_agent_writes_does_not():
+    from firewall.evaluate import is_addressing
+
+    gold = {g.literal: g for g in gold_set(parse_messages(CODING, id="c"), 3)}
+    # a path opened by file_path, a command's token: addressing
+    assert gold["src/ui/Banner.tsx"].addresses and gold["logs/build_2024.log"].addresses
+    # first used inside a written file body and never as a target: not addressing
+    assert gold["src/api/v2/client.ts"].id_like and not gold["src/api/v2/client.ts"].addresses
+    assert not gold["bg-red-500/10"].addresses
+    assert all(is_addressing(a) for a in ("file_path", "command", "pattern", "url", "order_id",
+                                          "item_ids", "tabId", "workflow_name", "edits.path"))
+    assert not any(is_addressing(a) for a in ("content", "new_string", "old_string",
+                                              "description", "prompt", "activeForm", "valid"))
+
+
+def test_gold_first_written_then_opened_is_addressing():
+    messages = CODING[:5] + [call("Edit", file_path="src/api/v2/client.ts",
+                                  old_string="a", new_string="b")]
+    gold = {g.literal: g for g in gold_set(parse_messages(messages, id="c"), 3)}
+    first = gold["src/api/v2/client.ts"]
+    assert first.arg == "content" and first.addresses  # its first use wrote it, the next opens it
+
+
+def test_extracted_measures_what_any_rule_took_before_the_budget(firewall):
+    """The extracted context holds every value the packs took from the span, whatever the
+    budget kept: with nothing pinned, extraction still shows the gold it found."""
+    conv = parse_messages(CODING, id="c")
+    cut = evaluate_cut(conv, 3, firewall=firewall, budget="0%", keep_last=1)
+    assert cut.literals == []
+    gold = [g.literal for g in cut.gold]
+    hits = dict(zip(gold, cut.hits("extracted")))
+    assert hits["src/ui/Banner.tsx"] and hits["logs/build_2024.log"]
+    assert not any(cut.hits("ledger"))
+    wide = evaluate_cut(conv, 3, firewall=firewall, budget=4000, keep_last=1)
+    assert wide.hits("extracted") == cut.hits("extracted")  # the budget does not change it
+
+
+def test_the_report_shows_addressing_and_extracted_columns(tmp_path):
+    from firewall.evaluate import format_report
+
+    data = tmp_path / "code.jsonl"
+    write_jsonl(data, [("c", CODING)])
+    result = run([data], fractions=[0.5])
+    table = format_report(result)
+    head = table.splitlines()[0]
+    assert "| address | ledger addr |" in head and "| extracted ID |" in head
+    assert "extracted addr" in head
+    everything = next(g for g in result["groups"] if g["source"] == "all")
+    assert everything["extracted"]["n"]["address"] == everything["ledger"]["n"]["address"] > 0
 
 
 def test_cost_is_a_share_of_spans_of_16k_tokens_and_absolute_tokens_below():

@@ -614,3 +614,44 @@ def test_the_spaced_view_never_makes_a_literal_the_source_does_not_hold():
     found = Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals
     assert "INV-2025-08-44719" in {lit.value for lit in found}
     assert all(text[lit.start:lit.end] == lit.value and " " not in lit.value for lit in found)
+
+
+@pytest.mark.parametrize("text, path", [
+    ("node d:/ClaudeWorkspace/08_客户跟进/scripts/scraper.mjs --once",
+     "d:/ClaudeWorkspace/08_客户跟进/scripts/scraper.mjs"),
+    ("cat /home/ana/项目/src/main.py", "/home/ana/项目/src/main.py"),
+    ("ls C:\\Users\\王\\文档\\报告\\q3.xlsx", "C:\\Users\\王\\文档\\报告\\q3.xlsx"),
+])
+def test_a_path_with_unspaced_letters_is_pinned_whole_and_never_in_pieces(text, path):
+    """The spaced view reads the letters as spaces and sees pieces of the path (``08_``,
+    ``/scripts/scraper.mjs``): they are no literals of their own."""
+    found = {lit.value for lit in Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals}
+    assert path in found
+    pieces = [v for v in found if v != path and v in path and ("/" in v or "\\" in v)]
+    assert pieces == []
+
+
+def test_a_path_after_a_sentence_without_spaces_is_still_pinned():
+    text = "请打开/srv/app/config.yaml文件，然后运行"
+    found = {lit.value for lit in Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals}
+    assert "/srv/app/config.yaml" in found
+
+
+@pytest.mark.parametrize("text, literal", [
+    ("Run C:\\Program Files\\Git\\bin\\bash.exe now", "C:\\Program Files\\Git\\bin\\bash.exe"),
+    ("cd 'C:/Users/ana/My Projects/site' && npm i", "C:/Users/ana/My Projects/site"),
+    ("Open `docs/vibelife spec v2.0.md` first", "docs/vibelife spec v2.0.md"),
+    ("cd /mnt/c/My Projects/site && ls", "/mnt/c/My Projects/site"),
+    ("wrote 'C:\\Windows\\System32\\drivers\\etc\\hosts'.",
+     "C:\\Windows\\System32\\drivers\\etc\\hosts"),
+    ("(backup: E:\\efi-baseline-hashes.csv)", "E:\\efi-baseline-hashes.csv"),
+    ("see **https://github.com/acme/tool)**", "https://github.com/acme/tool"),
+])
+def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(text, literal):
+    found = {lit.value for lit in Extractor(load_packs()).scan_turn(Turn("assistant", text),
+                                                                     1).literals}
+    assert literal in found
+    # no copy of it carrying a quote, bracket, asterisk or sentence punctuation
+    assert not any(v != literal and v.startswith(literal) and v[len(literal):] in
+                   ("'", "'.", ")", ")**", "`", ".") for v in found)
+    assert "C:\\Program" not in found
