@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import ahocorasick
 
+from . import multimatch
 from .compiled import CompiledRegex
 
 try:  # google-re2 is a core dependency; without it the prefilter is keywords only
@@ -37,6 +38,9 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 _UNSAFE_CHARS = "\x0b\x1c\x1d\x1e\x1f"  # each tested with ``in`` (a memchr)
 GROUP_SIZE = 16  # patterns per RE2 set
 SET_MEMORY = 16 << 20  # each set's RE2 budget (program and DFA cache)
+# ASCII texts a prefilter sees before it asks for its Hyperscan database: a short-lived
+# extractor (a pack's examples checked, a one-line scan) never starts a compile
+MULTIMATCH_AFTER = 64
 
 
 def ascii_bytes(text: str) -> bytes | None:
@@ -90,6 +94,46 @@ class Prefilter:
             if keyword_set is not None and not any(sources[i] is not None for i in outside):
                 self._keyword_set = (keyword_set, members)
         self._ascii = self._patterns([r.re2_source for r in rules])
+        self._texts = 0  # ASCII texts seen before the database is requested
+        self._multi_key: str | None | bool = False  # multimatch key; False: not requested yet
+        self._multi: tuple[multimatch.PatternDatabase, frozenset[int], frozenset[int]] | None \
+            = None
+
+    def wait_multimatch(self, timeout: float | None = None) -> bool:
+        """Ask for the Hyperscan database now and wait until it is ready (benchmarks, tests);
+        False when there is none (no Hyperscan, no cache, or nothing it could hold)."""
+        self._texts = max(self._texts, MULTIMATCH_AFTER)
+        self._multimatch()
+        if isinstance(self._multi_key, str):
+            multimatch.wait(self._multi_key, timeout)
+        return self._multimatch() is not None
+
+    def _multimatch(self) -> tuple[multimatch.PatternDatabase, frozenset[int],
+                                   frozenset[int]] | None:
+        """The Hyperscan database of the ASCII patterns and keywords once it is ready (see
+        ``multimatch``), with the rules it cannot judge: (database, rules whose pattern it
+        lacks, keyed rules whose keywords it lacks)."""
+        if self._multi is not None:
+            return self._multi
+        key = self._multi_key
+        if key is False:
+            self._texts += 1
+            if self._texts < MULTIMATCH_AFTER:
+                return None
+            # only the patterns an RE2 set holds: RE2 accepting one vouches for its syntax
+            held = {i for group in self._ascii.groups for i in group.rules}
+            sources = [r.re2_source if i in held else None for i, r in enumerate(self._rules)]
+            key = self._multi_key = multimatch.request(sources, [r.keywords for r in self._rules])
+        if key is None:
+            return None
+        database = multimatch.ready(key)
+        if database is None:
+            return None
+        size, members = self.size, database.members
+        self._multi = (database, frozenset(i for i in range(size) if i not in members),
+                       frozenset(i for i in range(size)
+                                 if i not in self._unkeyed and size + i not in members))
+        return self._multi
 
     @functools.cached_property
     def _unicode(self) -> _Patterns:
@@ -119,6 +163,15 @@ class Prefilter:
         already."""
         if ascii_data is False:
             ascii_data = ascii_bytes(text)
+        if ascii_data is not None:
+            multi = self._multimatch()
+            if multi is not None:  # one Hyperscan pass for every pattern and keyword
+                database, unjudged, unkeyed = multi
+                patterns, keyed = database.matched(ascii_data)
+                allowed = (keyed | self._unkeyed | unkeyed) & (patterns | unjudged)
+                if among is not None:
+                    allowed &= among
+                return sorted(allowed)
         allowed = self._keyed(text, ascii_data)
         if among is not None:
             allowed &= among
