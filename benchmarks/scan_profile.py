@@ -3,7 +3,8 @@
 Scans every session of a folder (default ``../shared/data/claude_code_cc0``) with a fresh
 extractor warmed as in ``speed.py``, timing each rule's ``find`` (regex confirmation, allowlist,
 checks), the prefilter's ``candidates``, the noise patterns, and the rest (JSON walk, literal
-objects, sorting, the scanner). ``--cprofile N`` prints the N costliest functions instead.
+objects, sorting, the scanner), in CPU time. ``--cprofile N`` prints the N costliest functions
+instead.
 
     python benchmarks/scan_profile.py [FOLDER] [--top 25] [--cprofile N]
 """
@@ -41,7 +42,7 @@ def main() -> None:
         import cProfile
         import pstats
 
-        profile = cProfile.Profile()
+        profile = cProfile.Profile(time.thread_time)
         profile.enable()
         for conversation in conversations:
             extractor.scan(conversation)
@@ -54,11 +55,11 @@ def main() -> None:
 
     def timed(name: str, function):
         def wrapper(*a, **k):
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 return function(*a, **k)
             finally:
-                spent[name] += time.perf_counter() - started
+                spent[name] += time.thread_time() - started
                 calls[name] += 1
         return wrapper
 
@@ -69,10 +70,10 @@ def main() -> None:
         noise.spans = timed(f"noise {noise.qid}", noise.spans)
     prefilter = extractor._prefilter
     prefilter.candidates = timed("(prefilter)", prefilter.candidates)
-    started = time.perf_counter()
+    started = time.thread_time()
     for conversation in conversations:
         extractor.scan(conversation)
-    total = time.perf_counter() - started
+    total = time.thread_time() - started
     inside = sum(spent.values())
     print(f"total {total:.3f} s; rules, noise and prefilter {inside:.3f} s; "
           f"outside them {total - inside:.3f} s")

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import regex
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from incremental import TurnFactory  # noqa: E402

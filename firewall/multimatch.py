@@ -26,7 +26,9 @@ from pathlib import Path
 import regex
 
 _NAMED = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_]\w*)>")  # Hyperscan refuses a repeated name
-FORMAT = 1  # bump when the database's layout (ids, flags) changes
+FORMAT = 2  # bump when the database's layout (ids, flags) changes
+SLOW_COMPILE = 0.25  # seconds of CPU: a UTF-8 pattern compiling longer alone is left out
+CONDITIONS = 2  # further tests per rule (its locators): ids (2 + k) * rules + rule
 
 _lock = threading.Lock()
 _databases: dict[str, PatternDatabase | None] = {}  # by key; None: being compiled or failed
@@ -47,14 +49,16 @@ def available() -> bool:
 
 class PatternDatabase:
     """A compiled database: ``matched(data)`` gives the rule indices whose pattern matches
-    somewhere in ``data``, and those whose keyword (any case) occurs in it."""
+    somewhere in ``data``, those whose keyword (any case) occurs in it, and per further test
+    those that pass it."""
 
     def __init__(self, database, size: int, members: frozenset[int]) -> None:
         self._database, self.size, self.members = database, size, members
         self._scratch = threading.local()  # a scratch space per thread (not shareable)
 
-    def matched(self, data: bytes) -> tuple[set[int], set[int]]:
-        """(rules whose pattern matched, rules whose keyword occurs) in ``data``."""
+    def matched(self, data: bytes) -> list[set[int]]:
+        """[rules whose pattern matched, rules whose keyword occurs, rules passing each further
+        test] in ``data``."""
         scratch = getattr(self._scratch, "value", None)
         if scratch is None:
             import hyperscan
@@ -67,15 +71,17 @@ class PatternDatabase:
             append(id_)
         self._database.scan(data, match_event_handler=on_match, scratch=scratch)
         size = self.size
-        patterns = {i for i in hits if i < size}
-        keywords = {i - size for i in hits if i >= size}
-        return patterns, keywords
+        found: list[set[int]] = [set() for _ in range(2 + CONDITIONS)]
+        for id_ in hits:
+            kind, rule = divmod(id_, size)
+            found[kind].add(rule)
+        return found
 
 
-def _expressions(sources: Sequence[str | None], keywords: Sequence[Sequence[str]]
-                 ) -> list[tuple[int, bytes]]:
-    """(id, expression) of each pattern (id = rule index) and each rule's keyword
-    alternation (id = rule count + rule index)."""
+def _expressions(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
+                 conditions: Sequence[Sequence[str]]) -> list[tuple[int, bytes]]:
+    """(id, expression) of each pattern (id = rule index), each rule's keyword alternation
+    (id = rule count + rule index) and each further test (see ``CONDITIONS``)."""
     out = []
     for i, source in enumerate(sources):
         if source is not None and "\\G" not in source:
@@ -85,17 +91,25 @@ def _expressions(sources: Sequence[str | None], keywords: Sequence[Sequence[str]
         if usable:
             alternation = "|".join("".join(f"\\x{ord(c):02x}" for c in k) for k in usable)
             out.append((len(sources) + i, f"(?i)(?:{alternation})".encode()))
+    for i, tests in enumerate(conditions):
+        for k, test in enumerate(tests[:CONDITIONS]):
+            if "\\G" not in test:
+                out.append(((2 + k) * len(sources) + i,
+                            _NAMED.sub("(?:", test).encode("ascii", "backslashreplace")))
     return out
 
 
-def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]]) -> str | None:
-    """Ask for the database of these patterns and keywords: loaded from the cache now, or
-    compiled by a background thread; returns its key for ``ready`` (None: no Hyperscan)."""
+def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
+            conditions: Sequence[Sequence[str]] = (), *, utf8: bool = False) -> str | None:
+    """Ask for the database of these patterns, keywords and further tests: loaded from the
+    cache now, or compiled by a background thread; returns its key for ``ready`` (None: no
+    Hyperscan). ``utf8``: patterns over UTF-8 text (widened as ``compiled.relax`` widens)."""
     hyperscan = _module()
     if hyperscan is None:
         return None
-    expressions = _expressions(sources, keywords)
-    digest = hashlib.sha256(f"{FORMAT} {hyperscan.__version__} {len(sources)}\n".encode())
+    expressions = _expressions(sources, keywords, conditions)
+    digest = hashlib.sha256(f"{FORMAT} {hyperscan.__version__} {len(sources)} {utf8}\n"
+                            .encode())
     for id_, expression in expressions:
         digest.update(b"%d " % id_ + expression + b"\n")
     key = digest.hexdigest()
@@ -112,7 +126,7 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]]) ->
             return key
         _compiling.add(key)
     thread = threading.Thread(target=_compile_and_store, args=(key, path, expressions,
-                                                               len(sources)),
+                                                               len(sources), utf8),
                               name="firewall-hyperscan-compile", daemon=True)
     thread.start()
     return key
@@ -160,13 +174,18 @@ def _load(path: Path, size: int) -> PatternDatabase | None:
         return None
 
 
-def _compile(expressions: list[tuple[int, bytes]]):
+def _compile(expressions: list[tuple[int, bytes]], utf8: bool = False):
     """A block-mode database of ``expressions``, leaving out those Hyperscan refuses (found
-    by halving: refusals are rare); returns (database, ids held) or (None, ())."""
+    by halving: refusals are rare); returns (database, ids held) or (None, ()). ``utf8``:
+    each is first compiled alone, and one that takes over ``SLOW_COMPILE`` seconds is left
+    out (a widened class under a counted repetition can take many seconds; the RE2 sets
+    judge that rule instead)."""
+    import time
+
     import hyperscan
 
     flags = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_ALLOWEMPTY | \
-        hyperscan.HS_FLAG_PREFILTER
+        hyperscan.HS_FLAG_PREFILTER | (hyperscan.HS_FLAG_UTF8 if utf8 else 0)
 
     def build(items):
         database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
@@ -186,6 +205,17 @@ def _compile(expressions: list[tuple[int, bytes]]):
             half = len(items) // 2
             return accepted(items[:half]) + accepted(items[half:])
 
+    if utf8:
+        quick = []
+        for item in expressions:
+            started = time.thread_time()
+            try:
+                build([item])
+            except Exception:  # noqa: BLE001 - refused
+                continue
+            if time.thread_time() - started <= SLOW_COMPILE:
+                quick.append(item)
+        expressions = quick
     try:
         return build(expressions), tuple(i for i, _ in expressions)
     except Exception:  # noqa: BLE001
@@ -196,12 +226,12 @@ def _compile(expressions: list[tuple[int, bytes]]):
 
 
 def _compile_and_store(key: str, path: Path, expressions: list[tuple[int, bytes]],
-                       size: int) -> None:
+                       size: int, utf8: bool = False) -> None:
     database = None
     try:
         import hyperscan
 
-        compiled, ids = _compile(expressions)
+        compiled, ids = _compile(expressions, utf8)
         if compiled is not None:
             members = frozenset(ids)
             database = PatternDatabase(compiled, size, members)
