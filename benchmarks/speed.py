@@ -4,8 +4,8 @@ The floor: one pass of one simple regex (every token holding a digit, ``/`` or `
 same texts (each turn's text and its tool calls' arguments as JSON). Two ratios:
 
 * cold scan: ``Extractor.scan`` of every session of the folder, with a fresh extractor warmed
-  first on other text (synthetic turns: each rule compiled, its locator trial under way), against
-  the floor over the same texts;
+  first on other text (every rule's examples, then synthetic turns: each rule compiled, its
+  locator built and its trial under way), against the floor over the same texts;
 * incremental add: ``Scanner.add`` of each turn of the longest session, one at a time; the p99 of
   those adds against the p99 of the floor on the same turns.
 
@@ -57,10 +57,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def warmed_extractor(packs):
-    """A fresh extractor that has scanned 300 synthetic turns (other text than the sessions)."""
+    """A fresh extractor warmed on other text than the sessions: every rule's own examples
+    (each rule compiled, its locator built) and 300 synthetic retail turns."""
+    from firewall.examples import run_examples
     from firewall.extract import Extractor
 
     extractor = Extractor(packs)
+    run_examples(packs, extractor)
     factory = TurnFactory(seed=7, size=4096)
     makers = [factory.tool, factory.assistant, factory.user]
     extractor.scan([makers[i % 3]() for i in range(300)])
