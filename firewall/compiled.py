@@ -300,12 +300,108 @@ def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     """
     if "verbose" in rule.flags:
         return None
-    relaxed = relax(rule.pattern, unicode=unicode)
+    relaxed = relax(_without_g(widen_backreferences(rule.pattern)), unicode=unicode)
     if relaxed is None:
         return None
     relaxed = drop_leading_optional(relaxed)
     inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
     return f"(?{inline}){relaxed}" if inline else relaxed
+
+
+_GROUP_NAME = regex.compile(r"\(\?P?<([A-Za-z_]\w*)>")
+_REFERENCE = regex.compile(r"\\([1-9])(?!\d)|\(\?P=([A-Za-z_]\w*)\)")
+
+
+def widen_backreferences(pattern: str) -> str:
+    """``pattern`` with each backreference (``\\1``, ``(?P=name)``) replaced by a copy of the
+    group it refers to, for the prefilter only: "the same text again" becomes "text the group
+    could match", a widening RE2 can run. The pattern unchanged when its groups are unusual
+    (a name given twice, branch resets)."""
+    if "\\" not in pattern and "(?P=" not in pattern:
+        return pattern
+    groups: list[tuple[int, int]] = []  # capturing groups in order: (open, close)
+    names: dict[str, int] = {}
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            i += 1 + pattern.startswith("^", i + 1)
+            i += pattern.startswith("]", i)  # a leading "]" is a member
+            continue
+        elif ch == "(":
+            if pattern.startswith("(?|", i):
+                return pattern
+            named = _GROUP_NAME.match(pattern, i)
+            if named is not None or not pattern.startswith("(?", i):
+                close = _group_end(pattern, i)
+                if close is None:
+                    return pattern
+                if named is not None:
+                    if named[1] in names:
+                        return pattern
+                    names[named[1]] = len(groups)
+                groups.append((named.end() if named is not None else i + 1, close))
+        i += 1
+
+    def copy(m: regex.Match[str]) -> str:
+        index = int(m[1]) - 1 if m[1] else names.get(m[2], -1)
+        if not 0 <= index < len(groups):
+            return m[0]
+        start, end = groups[index]
+        return f"(?:{pattern[start:end]})"
+
+    out, last = [], 0
+    for m in _REFERENCE.finditer(pattern):
+        if _escaped(pattern, m.start()) or _inside_class(pattern, m.start()):
+            continue
+        out += [pattern[last:m.start()], copy(m)]
+        last = m.end()
+    return "".join(out) + pattern[last:]
+
+
+def _without_g(pattern: str) -> str:
+    """``pattern`` without ``\\G`` (where the last match ended; RE2 lacks it), for the
+    prefilter only: an assertion dropped, a widening. (Locators keep it, and so get none:
+    ``pattern.match(text, pos)`` would read it as ``pos``.)"""
+    out, last = [], 0
+    for m in regex.finditer(r"\\G", pattern):
+        if not _escaped(pattern, m.start()) and not _inside_class(pattern, m.start()):
+            out.append(pattern[last:m.start()])
+            last = m.end()
+    return "".join(out) + pattern[last:]
+
+
+def _escaped(pattern: str, i: int) -> bool:
+    """Is the character at ``i`` escaped (an odd run of backslashes before it)?"""
+    run = 0
+    while i - run - 1 >= 0 and pattern[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _inside_class(pattern: str, i: int) -> bool:
+    """Is index ``i`` inside a character class?"""
+    j, in_class = 0, False
+    while j < i:
+        ch = pattern[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            j += 1 + pattern.startswith("^", j + 1)
+            j += pattern.startswith("]", j)
+            continue
+        j += 1
+    return in_class
 
 
 _OPTIONAL = regex.compile(r"(?:\*|\?|\{0,\d*\})\??")

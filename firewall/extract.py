@@ -156,6 +156,10 @@ def embedded_json(text: str) -> Iterator[Any]:
         pos = end
 
 
+TEXT_MEMO_CHARS = 512  # texts up to this long are memoized by content (see scan_text)
+TEXT_MEMO_SIZE = 8192  # entries, then the memo starts again (hostile input has no end)
+
+
 class Extractor:
     """Compiled packs, ready to scan. Build once; scanning is thread-safe and stateless."""
 
@@ -185,6 +189,9 @@ class Extractor:
         self._secrets_by_role: dict[str, _RoleRules] = {}  # built on first use: see _rules
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, list[Literal]] = OrderedDict()
+        # what scan_text found in a short text, by (text, role, secrets_only): the literals'
+        # own fields, without the turn, field and tool they were seen at
+        self._text_memo: dict[tuple[str, str, bool], list[tuple]] = {}
         self._cache_lock = threading.Lock()
 
     def _budget(self, text: str) -> float:
@@ -212,6 +219,30 @@ class Extractor:
         out = out if out is not None else TurnScan()
         if not text:
             return out
+        # short texts recur (a path, a command, a JSON value): memoized by content
+        if len(text) <= TEXT_MEMO_CHARS and self.cache_size > 0:
+            key = (text, role, secrets_only)
+            known = self._text_memo.get(key)
+            if known is not None:
+                append = out.literals.append
+                for value, qid, start, end, severity, sensitive, priority, mixed in known:
+                    append(Literal(value, qid, turn, role, start, end, field, tool, severity,
+                                   sensitive, priority, 1, mixed))
+                return out
+            found = self._scan_text(text, role, turn, field, tool, TurnScan(), secrets_only)
+            if not found.timeouts:  # a rule that ran out of time may not next time
+                if len(self._text_memo) >= TEXT_MEMO_SIZE:
+                    self._text_memo.clear()
+                self._text_memo[key] = [
+                    (lit.value, lit.rule, lit.start, lit.end, lit.severity, lit.sensitive,
+                     lit.priority, lit.mixed_script) for lit in found.literals]
+            out.literals += found.literals
+            out.timeouts += found.timeouts
+            return out
+        return self._scan_text(text, role, turn, field, tool, out, secrets_only)
+
+    def _scan_text(self, text: str, role: str, turn: int, field: str, tool: str | None,
+                   out: TurnScan, secrets_only: bool) -> TurnScan:
         rules = self._rules(role, secrets_only)
         budget = self._budget(text)
         data = ascii_bytes(text)

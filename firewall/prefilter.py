@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import ahocorasick
+import regex
 
+from . import multimatch
 from .compiled import CompiledRegex
 
 try:  # google-re2 is a core dependency; without it the prefilter is keywords only
@@ -37,6 +39,9 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 _UNSAFE_CHARS = "\x0b\x1c\x1d\x1e\x1f"  # each tested with ``in`` (a memchr)
 GROUP_SIZE = 16  # patterns per RE2 set
 SET_MEMORY = 16 << 20  # each set's RE2 budget (program and DFA cache)
+# ASCII texts a prefilter sees before it asks for its Hyperscan database: a short-lived
+# extractor (a pack's examples checked, a one-line scan) never starts a compile
+MULTIMATCH_AFTER = 64
 
 
 def ascii_bytes(text: str) -> bytes | None:
@@ -90,6 +95,69 @@ class Prefilter:
             if keyword_set is not None and not any(sources[i] is not None for i in outside):
                 self._keyword_set = (keyword_set, members)
         self._ascii = self._patterns([r.re2_source for r in rules])
+        self._texts = 0  # ASCII texts seen before the database is requested
+        # per form (ASCII, unicode): the multimatch key (False: not requested yet), database
+        self._multi_key: list[str | None | bool] = [False, False]
+        self._multi: list[tuple[Any, ...] | None] = [None, None]
+
+    def wait_multimatch(self, timeout: float | None = None) -> bool:
+        """Ask for the Hyperscan databases now and wait until they are ready (benchmarks,
+        tests); False when there is none (no Hyperscan, no cache, or nothing it could hold)."""
+        self._texts = max(self._texts, MULTIMATCH_AFTER)
+        for unicode in (False, True):
+            self._multimatch(unicode)
+            key = self._multi_key[unicode]
+            if isinstance(key, str):
+                multimatch.wait(key, timeout)
+        return self._multimatch(False) is not None
+
+    def _multimatch(self, unicode: bool = False) -> tuple[Any, ...] | None:
+        """The Hyperscan database of the ASCII patterns, keywords and locator conditions
+        (``unicode``: the widened patterns and locators, for the UTF-8 bytes of other text)
+        once it is ready (see ``multimatch``), with the rules it cannot judge: (database,
+        rules whose pattern it lacks, keyed rules whose keywords it lacks, per condition the
+        rules it tests)."""
+        multi = self._multi[unicode]
+        if multi is not None:
+            return multi
+        key = self._multi_key[unicode]
+        if key is False:
+            self._texts += 1
+            if self._texts < MULTIMATCH_AFTER:
+                return None
+            # only the patterns an RE2 set holds: RE2 accepting one vouches for its syntax
+            patterns = self._unicode if unicode else self._ascii
+            held = {i for group in patterns.groups for i in group.rules}
+            if unicode:
+                sources = [r.re2_unicode_source if i in held and
+                           _plain_unicode(r.re2_unicode_source) else None
+                           for i, r in enumerate(self._rules)]
+                key = multimatch.request(sources, [() for _ in self._rules],
+                                         [_locator_conditions(r, unicode=True)
+                                          for r in self._rules], utf8=True)
+            else:
+                sources = [r.re2_source if i in held else None
+                           for i, r in enumerate(self._rules)]
+                key = multimatch.request(sources, [r.keywords for r in self._rules],
+                                         [_locator_conditions(r) for r in self._rules])
+            self._multi_key[unicode] = key
+        if key is None:
+            return None
+        database = multimatch.ready(key)
+        if database is None:
+            return None
+        size, members = self.size, database.members
+        unjudged = frozenset(i for i in range(size) if i not in members)
+        multi = self._multi[unicode] = (
+            database, unjudged,
+            frozenset(i for i in range(size)
+                      if i not in self._unkeyed and size + i not in members),
+            [frozenset(i for i in range(size) if (2 + k) * size + i in members)
+             for k in range(multimatch.CONDITIONS)],
+            # the RE2 sets of only the rules the database lacks (unicode: they run beside it)
+            self._patterns([r.re2_unicode_source if i in unjudged else None
+                            for i, r in enumerate(self._rules)]) if unicode else None)
+        return multi
 
     @functools.cached_property
     def _unicode(self) -> _Patterns:
@@ -119,11 +187,23 @@ class Prefilter:
         already."""
         if ascii_data is False:
             ascii_data = ascii_bytes(text)
+        if ascii_data is not None:
+            multi = self._multimatch()
+            if multi is not None:  # one Hyperscan pass for every pattern and keyword
+                database, unjudged, unkeyed, tested, _ = multi
+                patterns, keyed, *passed = database.matched(ascii_data)
+                allowed = (keyed | self._unkeyed | unkeyed) & (patterns | unjudged)
+                for required, hits in zip(tested, passed):
+                    allowed -= required - hits
+                if among is not None:
+                    allowed &= among
+                return sorted(allowed)
         allowed = self._keyed(text, ascii_data)
         if among is not None:
             allowed &= among
         if not allowed:
             return []
+        unjudged: frozenset[int] | None = None  # the rules only the RE2 sets can judge
         if ascii_data is not None:
             patterns, data = self._ascii, ascii_data
         else:  # the widened patterns, on the UTF-8 bytes
@@ -132,7 +212,16 @@ class Prefilter:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: `regex` alone decides
                 return sorted(allowed)
-        matched = set(patterns.outside)
+            multi = self._multimatch(unicode=True)
+            if multi is not None:
+                database, unjudged, _, tested, patterns = multi
+                found, _, *passed = database.matched(data)
+                for required, hits in zip(tested, passed):
+                    allowed -= required - hits
+        if unjudged is None:
+            matched = set(patterns.outside)
+        else:  # the database's answer, and the RE2 sets' for the rules it lacks
+            matched = found | (patterns.outside & unjudged)
         for group in patterns.groups:
             if not group.members.isdisjoint(allowed):
                 rules = group.rules
@@ -151,6 +240,71 @@ class Prefilter:
             for _, indices in self._automaton.iter(text.lower()):
                 allowed |= indices
         return allowed
+
+
+def _plain_unicode(source: str | None) -> bool:
+    """Does Hyperscan read this widened pattern as RE2 does on UTF-8? Not when it ignores
+    case (RE2 and `regex` fold beyond ASCII: the Kelvin sign is a ``k``), names non-ASCII
+    characters or Unicode properties."""
+    if source is None:
+        return False
+    rest = source.replace(_NON_ASCII_RANGE, "")
+    return rest.isascii() and _CASELESS.search(rest) is None and not any(
+        escape in rest for escape in ("\\p", "\\P", "\\N", "\\u", "\\U", "\\x{"))
+
+
+_NON_ASCII_RANGE = r"\x{80}-\x{10FFFF}"  # what ``relax`` adds to widen a class
+_CASELESS = regex.compile(r"\(\?[a-zA-Z-]*i")  # an inline flag group that sets ``i``
+
+
+def _locator_conditions(rule: CompiledRegex, unicode: bool = False) -> list[str]:
+    """More tests a text must pass for ``rule`` to find anything in it, as RE2-checked ASCII
+    patterns: its locator's (every match starts where the locator matches) and its strict
+    locator's (every match the rule keeps does), built as ``locate.build_locator`` builds them.
+    They cut the rules whose pattern, its lookaheads dropped, matches almost any word.
+    ``unicode``: the locator widened as ``relax`` widens, for any text (no strict one)."""
+    from .compiled import INLINE_FLAGS, relax
+    from .locate import locator_source, strict_locator_source
+
+    if re2 is None or rule.flags & regex.VERBOSE:
+        return []
+    pattern, flags = rule.rule.pattern, rule.flags
+    inline = "".join(letter for name, letter in INLINE_FLAGS.items() if name in rule.rule.flags)
+    options = re2.Options()
+    options.log_errors = False
+
+    def checked(source: str | None) -> str | None:
+        relaxed = None if source is None else relax(source, unicode=unicode)
+        if relaxed is None or (unicode and not _plain_unicode(relaxed)):
+            return None
+        relaxed = f"(?{inline}){relaxed}" if inline else relaxed
+        try:
+            re2.compile(relaxed, options)
+        except Exception:  # RE2 lacks it: no such test
+            return None
+        return relaxed
+
+    whole = relax(pattern, unicode=True)
+    if whole is None:
+        return []
+    try:  # as build_locator: a pattern RE2 lacks, or that may match "", has no locator
+        if re2.compile(f"(?{inline}){whole}" if inline else whole, options).fullmatch(""):
+            return []
+    except Exception:
+        return []
+    derived = locator_source(pattern, flags)
+    if derived is None:
+        return []
+    main = checked(derived[0])
+    if main is None:
+        return []
+    conditions = [main]
+    if not unicode and rule.rule.requires and rule.group == 0 and "literal" not in rule.pattern.groupindex:
+        strict = strict_locator_source(pattern, flags, tuple(rule.rule.requires))
+        condition = checked(strict[0]) if strict is not None else None
+        if condition is not None:
+            conditions.append(condition)
+    return conditions
 
 
 def _build_set(sources: Sequence[str | None]) -> tuple[object | None, list[int], set[int]]:
