@@ -396,8 +396,9 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
         fw = None
         if name in ("pre-compact", "post-compact") or _unpinned(name, event):
             from .guard import Firewall
+            from .salience import salience_from_env
 
-            fw = Firewall(rules or None)
+            fw = Firewall(rules or None, salience=salience_from_env())  # $FIREWALL_SALIENCE
         output = HANDLERS[name](event, fw, agent)
         if output:
             stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
