@@ -137,7 +137,10 @@ class Score:
 
 def judge(model: Salience, sample: Sample) -> Score:
     """What ``firewall eval``'s ledger column measures at this cut, with ``model``."""
-    ledger = sample.ledger.model_copy(deep=True)
+    # fit() replaces the entry list and never changes an entry: a shallow copy is enough
+    src = sample.ledger
+    ledger = Ledger.model_construct(conversation_id=src.conversation_id, nonce=src.nonce,
+                                    key=src.key, entries=list(src.entries), evictions=[])
     ledger.fit(sample.budget, salience=model.key_in(sample.context))
     block = ledger.render()
     text = "\n".join([block] + [v for v in ledger.values() if not is_plain(v)])
