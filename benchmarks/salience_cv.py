@@ -12,9 +12,11 @@ same default budget), for:
   - ``by source``: fitted on the other two domains only, judged on this one (leave one domain
     out: the closest thing here to sessions of another author).
 
-    .venv/bin/python benchmarks/salience_cv.py [--folds 4] [--cache /tmp/salience_samples.pkl]
+    .venv/bin/python benchmarks/salience_cv.py [--data ../shared/data] [--folds 4]
+        [--cache /tmp/salience_samples.pkl]
 
-Reads ``../shared/data/`` (relative to the repository); says so and exits 2 when it is absent.
+Reads ``../shared/data/`` (relative to the repository; ``--data`` elsewhere); says so and exits
+2 when it is absent.
 ``--cache`` keeps the pinned cuts between runs (extraction is most of the time).
 """
 
@@ -47,14 +49,14 @@ CANDIDATES = {
 }
 
 
-def files_of(domain: str) -> list[Path]:
+def files_of(domain: str, data: Path) -> list[Path]:
     out: list[Path] = []
     for pattern in DOMAINS[domain]:
-        out += sorted(DATA.glob(pattern))
+        out += sorted(data.glob(pattern))
     return out
 
 
-def load(cache: str | None) -> dict[str, list]:
+def load(cache: str | None, data: Path) -> dict[str, list]:
     if cache and Path(cache).exists():
         with open(cache, "rb") as f:
             return pickle.load(f)
@@ -62,7 +64,7 @@ def load(cache: str | None) -> dict[str, list]:
     t0 = time.perf_counter()
     for domain in DOMAINS:
         samples[domain] = collect_files(
-            files_of(domain), on_error=lambda exc: None,  # the redaction's invalid lines
+            files_of(domain, data), on_error=lambda exc: None,  # the redaction's invalid lines
             progress=lambda m: print(f"  {m} ({time.perf_counter() - t0:.0f} s)",
                                      file=sys.stderr))
     if cache:
@@ -96,12 +98,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--cache", help="pickle of the pinned cuts, reused when present")
+    parser.add_argument("--data", type=Path, default=DATA, help="the dev data folder")
     args = parser.parse_args()
-    if not DATA.is_dir():
-        print(f"salience_cv: the dev data ../shared/data/ is absent ({DATA}); nothing measured",
-              file=sys.stderr)
+    if not args.data.is_dir():
+        print(f"salience_cv: the dev data ../shared/data/ is absent ({args.data}); nothing "
+              f"measured", file=sys.stderr)
         return 2
-    samples = load(args.cache)
+    samples = load(args.cache, args.data)
     hand = default_salience()
     fold = folds_of(samples, args.folds)
     every = [s for items in samples.values() for s in items]

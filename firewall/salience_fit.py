@@ -33,6 +33,7 @@ FIT_FEATURES = ("tier", "id_shaped", "log_priority", "log_count", "recency", "ag
                 "specific", "log_listed", "has_slash", "has_digit", "has_at", "all_digits",
                 "log_length")
 L2 = 1.0  # ridge on standardized features, per 1,000 rows of weight
+ID_WEIGHT = 3.0  # a positive carrying ID-like gold counts this many times (see ``fit``)
 
 
 @dataclass
@@ -48,6 +49,8 @@ class Sample:
     budget: int
     span_tokens: int
     labels: list[bool] = field(default_factory=list)
+    # per entry: does it carry ID-like gold (a positive a fit may weigh more, see ``fit``)
+    id_labels: list[bool] = field(default_factory=list)
 
 
 def labels_of(entries: Sequence[LedgerEntry], gold: Sequence[Gold],
@@ -83,7 +86,8 @@ def collect(conversation: Conversation, firewall: Any, *, source: str = "",
         context = span_context(ledger.entries, [t for t in span if not is_own_message(t)])
         gold = gold_set(conversation, k)
         samples.append(Sample(conversation.id, source, frac, ledger, context, gold, tokens,
-                              span_tokens, labels_of(ledger.entries, gold, label)))
+                              span_tokens, labels_of(ledger.entries, gold, label),
+                              labels_of(ledger.entries, gold, "id_like")))
     return samples
 
 
@@ -176,11 +180,13 @@ def _numpy() -> Any:
 
 def fit(samples: Sequence[Sample], features: Sequence[str] = FIT_FEATURES, *,
         l2: float = L2, name: str = "fitted", balance: str = "source",
-        about: dict[str, Any] | None = None) -> Salience:
+        id_weight: float = ID_WEIGHT, about: dict[str, Any] | None = None) -> Salience:
     """A logistic salience over ``features`` fitted on the samples' labels (Newton's method
     on standardized features, a ridge of ``l2``). ``balance``: ``source`` gives every source
     file the same total weight, so one long file does not make the model; ``none``: every
-    entry counts once."""
+    entry counts once. ``id_weight``: how much more a positive carrying ID-like gold counts
+    than one carrying only strict gold (the hand-set weighting favours ID-shaped values 5:1:
+    ``firewall eval``'s headline is the ID-like recall)."""
     np = _numpy()
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
@@ -196,7 +202,8 @@ def fit(samples: Sequence[Sample], features: Sequence[str] = FIT_FEATURES, *,
         xs += model.rows(s.ledger.entries, s.context, features)
         ys += s.labels
         w = 1.0 if balance == "none" else 1.0 / per_source[s.source]
-        ws += [w] * len(s.labels)
+        ids = s.id_labels or [False] * len(s.labels)
+        ws += [w * (id_weight if i else 1.0) for i in ids]
     if not ys or all(ys) or not any(ys):
         raise FirewallError("cannot fit a salience model: the logs need cuts with both used "
                             "and unused pinned values (record longer conversations)")
@@ -222,10 +229,74 @@ def fit(samples: Sequence[Sample], features: Sequence[str] = FIT_FEATURES, *,
     bias = float(beta[0] - (weights * mean).sum())
     terms = tuple(Term(f, weight=round(float(v), 6)) for f, v in zip(features, weights))
     info = {"rows": int(len(y)), "positives": int(y.sum()), "cuts": len(samples),
-            "sources": sorted(per_source), "l2": l2, "balance": balance,
+            "sources": sorted(per_source), "l2": l2, "balance": balance, "id_weight": id_weight,
             "standardized_weights": {f: round(float(v), 4) for f, v in zip(features, beta[1:])}}
     info.update(about or {})
     return Salience(terms, "logistic", round(bias, 6), name, "", info)
+
+
+# ``search``: the hand-set model's form, each term's base or power tried on a grid, and terms
+# the hand-set model lacks tried as extra factors (a base of 1 leaves a term out)
+SEARCH_GRID: dict[str, tuple[str, tuple[float, ...]]] = {
+    "tier": ("base", (1.0, 1.5, 2.0, 3.0, 4.0)),
+    "id_shaped": ("base", (1.0, 2.0, 3.0, 5.0, 8.0, 12.0)),
+    "priority": ("power", (0.0, 0.5, 1.0, 2.0)),
+    "count": ("power", (0.0, 0.25, 0.5, 0.75, 1.0)),
+    "recency": ("power", (0.0, 0.5, 1.0, 2.0)),
+    "in_address": ("base", (1.0, 1.5, 2.0, 4.0)),
+    "in_written": ("base", (0.5, 1.0, 2.0)),
+    "has_slash": ("base", (0.5, 1.0, 2.0)),
+    "role_user": ("base", (1.0, 2.0, 4.0)),
+}
+
+
+def objective(model: Salience, samples: Sequence[Sample]) -> float:
+    """What ``search`` maximizes: the mean of the ID-like and strict recall of the budgeted
+    block, pooled over the samples (each source weighing the same)."""
+    by_source: dict[str, Score] = {}
+    for s in samples:
+        by_source.setdefault(s.source, Score()).add(judge(model, s))
+    values = [(sc.recall("id_like") or 0) + (sc.recall("strict") or 0)
+              for sc in by_source.values() if sc.n["strict"]]
+    return sum(values) / (2 * len(values)) if values else 0.0
+
+
+def search(samples: Sequence[Sample], start: Salience | None = None, *, rounds: int = 2,
+           name: str = "searched", progress: Callable[[str], None] | None = None) -> Salience:
+    """Coordinate ascent on ``SEARCH_GRID``, judged directly on what ``firewall eval``
+    measures (``objective``), from ``start`` (the shipped model): one term at a time takes
+    the grid value that scores best, ``rounds`` times over. A tie keeps the current value."""
+    from .salience import default_salience
+
+    model = start or default_salience()
+    current = {t.feature: t for t in model.terms}
+    order = list(dict.fromkeys([t.feature for t in model.terms] + list(SEARCH_GRID)))
+
+    def build(terms: dict[str, Term]) -> Salience:
+        kept = tuple(t for f in order if (t := terms.get(f)) is not None
+                     and not (t.base == 1.0 or t.power == 0.0))
+        return Salience(kept or (Term("tier", base=1.0),), "odds", 0.0, name)
+
+    best = objective(build(current), samples)
+    for _ in range(rounds):
+        changed = False
+        for feature, (how, grid) in SEARCH_GRID.items():
+            for value in grid:
+                trial = dict(current)
+                trial[feature] = Term(feature, **{how: value})
+                if trial[feature] == current.get(feature) or (
+                        feature not in current and value in (0.0, 1.0)):
+                    continue
+                score = objective(build(trial), samples)
+                if score > best + 1e-9:
+                    best, current, changed = score, trial, True
+            if progress is not None:
+                progress(f"search: {feature} -> {current.get(feature)}, objective {best:.4f}")
+        if not changed:
+            break
+    out = build(current)
+    return Salience(out.terms, "odds", 0.0, name, "", {"objective": round(best, 6),
+                                                         "cuts": len(samples)})
 
 
 def heaviest(model: Salience, n: int = 5) -> list[tuple[str, float]]:
