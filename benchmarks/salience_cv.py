@@ -6,7 +6,7 @@ and its cost, exactly as ``firewall eval``'s ledger columns measure them (same c
 same default budget), for:
 
 - ``hand-set``: the shipped default (``firewall/salience.json``);
-- each fitted candidate, judged two ways:
+- each fitted candidate (``CANDIDATES``), judged two ways:
   - ``by conversation``: K-fold over conversations (each domain's conversations dealt to the
     folds in turn); fitted on the other folds of every domain, judged on the held-out fold;
   - ``by source``: fitted on the other two domains only, judged on this one (leave one domain
@@ -23,6 +23,7 @@ Reads ``../shared/data/`` (relative to the repository; ``--data`` elsewhere); sa
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import sys
 import time
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from firewall.salience import default_salience  # noqa: E402
 from firewall.salience_fit import (FIT_FEATURES, Score, collect_files, fit, heaviest,  # noqa: E402
-                                   judge, percent)
+                                   judge, percent, search)
 
 DATA = ROOT.parent / "shared" / "data"
 DOMAINS = {
@@ -42,10 +43,12 @@ DOMAINS = {
     "coding": ["coding_minisweagent_deepseek_dev.jsonl"],
     "claude_code": ["claude_code_cc0/*.jsonl"],
 }
-# the fitted candidates: the hand-set model's own signals re-weighted, and every signal
-CANDIDATES = {
-    "refit": ("tier", "id_shaped", "log_priority", "log_count", "recency"),
-    "all": FIT_FEATURES,
+# the fitted candidates: a logistic model of the hand-set model's own signals, one of every
+# signal, and a direct search of the hand-set form (and a few more factors) on the recall
+CANDIDATES: dict[str, object] = {
+    "logistic refit": ("tier", "id_shaped", "log_priority", "log_count", "recency"),
+    "logistic all": FIT_FEATURES,
+    "search": "search",
 }
 
 
@@ -109,24 +112,34 @@ def main() -> int:
     fold = folds_of(samples, args.folds)
     every = [s for items in samples.values() for s in items]
 
+    fits: dict[tuple[str, object], object] = {}
+
+    def fitted(name: str, key: object, train: list) -> object:
+        """One fit per candidate and training set, shared by every domain judged on it."""
+        if (name, key) not in fits:
+            t0 = time.perf_counter()
+            how = CANDIDATES[name]
+            fits[(name, key)] = search(train) if how == "search" else fit(train, how)
+            print(f"  fitted {name} without {key} ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+        return fits[(name, key)]
+
     rows = []
     for domain, items in samples.items():
         row = [domain, str(len(items)), str(sum(g.id_like for s in items for g in s.gold))]
         row += cell(score(hand, items))
-        for name, features in CANDIDATES.items():
+        for name in CANDIDATES:
             by_conv = Score()
             for f in range(args.folds):
                 test = [s for s in items if fold[(s.source, s.conversation)] == f]
-                if not test:
-                    continue
-                # the held-out fold of every domain stays out of the fit
-                train = [s for s in every if fold[(s.source, s.conversation)] != f]
-                by_conv.add(score(fit(train, features), test))
+                if test:  # the held-out fold of every domain stays out of the fit
+                    train = [s for s in every if fold[(s.source, s.conversation)] != f]
+                    by_conv.add(score(fitted(name, f"fold {f}", train), test))
             other = [s for d, its in samples.items() if d != domain for s in its]
-            by_source = score(fit(other, features), items)
+            by_source = score(fitted(name, domain, other), items)
             row += cell(by_conv) + cell(by_source)
         rows.append(row)
-        print(f"  {domain} done", file=sys.stderr)
+        print("  | " + " | ".join(row) + " |", file=sys.stderr, flush=True)
 
     head = ["domain", "cuts", "ID-like gold", "hand-set ID", "strict", "cost"]
     for name in CANDIDATES:
@@ -136,10 +149,15 @@ def main() -> int:
     print("|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    for name, features in CANDIDATES.items():
-        model = fit(every, features)
-        print(f"\n{name}, fitted on every domain, weighs most (standardized weight): "
-              + ", ".join(f"{f} {w:+.2f}" for f, w in heaviest(model, 8)))
+    for name, how in CANDIDATES.items():
+        if how == "search":
+            model = search(every)
+            print(f"\n{name}, fitted on every domain: "
+                  + ", ".join(json.dumps(t.to_json()) for t in model.terms))
+        else:
+            model = fit(every, how)
+            print(f"\n{name}, fitted on every domain, weighs most (standardized weight): "
+                  + ", ".join(f"{f} {w:+.2f}" for f, w in heaviest(model, 8)))
     print(f"\n{args.folds} folds; recall and cost in %; cost = block tokens / span tokens on "
           f"spans of 16,000 tokens or more ('-': none); the default budget")
     return 0

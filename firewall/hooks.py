@@ -38,7 +38,9 @@ fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with
 its HMAC key, the transcript offset read so far, the re-injection flag, whether the ledger is
 the last compaction's, the values its summary held), written atomically; the state dir is ``FIREWALL_STATE_DIR`` or the user state
-dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the
+dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log; the salience model
+ranking what the block keeps is ``FIREWALL_SALIENCE`` (a file of ``firewall salience fit``) or
+the built-in one. A hook never breaks the
 agent: on any error it writes one line to stderr and exits 0.
 """
 
