@@ -239,6 +239,9 @@ class Firewall:
     there is not what the user asked for. A user-typed literal that also occurs in the template
     or in the conversation's system prompt is pinned like any other but not *required* of the
     summary.
+
+    ``salience``: what ranks the entries a budget keeps: a ``salience.Salience``, the path of a
+    salience file (``firewall salience fit``), or None for the built-in one.
     """
 
     def __init__(self, packs: Iterable[Pack | str] | None = None, *,
