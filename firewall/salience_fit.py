@@ -301,9 +301,11 @@ def search(samples: Sequence[Sample], start: Salience | None = None, *, rounds: 
 
 def heaviest(model: Salience, n: int = 5) -> list[tuple[str, float]]:
     """The features that move the score most: standardized weights when the fit recorded
-    them, else raw weights."""
+    them, else each term's weight, or the log of its base or power."""
     std = model.about.get("standardized_weights")
-    pairs = list(std.items()) if std else [(t.feature, t.weight or 0.0) for t in model.terms]
+    pairs = list(std.items()) if std else [
+        (t.feature, t.weight if t.weight is not None else
+         math.log(t.base) if t.base is not None else t.power or 0.0) for t in model.terms]
     return sorted(pairs, key=lambda p: -abs(p[1]))[:n]
 
 
@@ -332,16 +334,24 @@ def cmd_salience_fit(args: Any) -> int:
     samples = collect_files(args.logs, firewall=Firewall(packs_from_args(args)),
                             budget=args.budget, label=args.label, on_error=on_error,
                             progress=lambda m: sys.stderr.write(m + "\n"))
-    model = fit(samples, features, l2=args.l2, name=args.name, balance=args.balance,
-                about={"label": args.label, "logs": [Path(p).name for p in args.logs]})
+    about = {"label": args.label, "logs": [Path(p).name for p in args.logs]}
+    if args.method == "search":
+        model = search(samples, name=args.name, progress=lambda m: sys.stderr.write(m + "\n"))
+        model = Salience(model.terms, model.link, model.bias, model.name, "",
+                         {**model.about, "method": "search", **about})
+    else:
+        model = fit(samples, features, l2=args.l2, name=args.name, balance=args.balance,
+                    about={"method": "logistic", **about})
     Path(args.out).write_text(model.dumps(), encoding="utf-8")
     model = Salience.load(args.out)
     from .salience import default_salience
 
-    sys.stdout.write(f"wrote {args.out}: {model.about['rows']} pinned values at "
-                     f"{model.about['cuts']} cut(s), {model.about['positives']} used later\n")
-    sys.stdout.write("weighs most (standardized): " + ", ".join(
-        f"{f} {w:+.2f}" for f, w in heaviest(model)) + "\n")
+    rows = sum(len(s.labels) for s in samples)
+    sys.stdout.write(f"wrote {args.out}: {rows} pinned values at {len(samples)} cut(s), "
+                     f"{sum(sum(s.labels) for s in samples)} used later\n")
+    sys.stdout.write(("weighs most (standardized): " if args.method == "logistic" else
+                      "terms: ") + ", ".join(f"{f} {w:+.2f}" for f, w in heaviest(model))
+                     + "\n")
     if args.compare:  # on the logs it was fitted on: an upper bound, not a held-out figure
         for m in (default_salience(), model):
             s = judge_all(m, samples)
@@ -377,6 +387,10 @@ def add_salience_command(subparsers: Any) -> Any:
     fit_cmd.add_argument("logs", nargs="+", metavar="LOG",
                          help="recorded conversations (JSONL, session files)")
     fit_cmd.add_argument("--out", required=True, metavar="FILE", help="the model to write")
+    fit_cmd.add_argument("--method", choices=("logistic", "search"), default="logistic",
+                         help="logistic: a logistic regression of later use (default); search: "
+                              "the built-in model's factors tried on a grid, judged on the "
+                              "budgeted block's recall (slower)")
     fit_cmd.add_argument("--features", metavar="F,F,...",
                          help=f"features to weigh (default: {','.join(FIT_FEATURES)})")
     fit_cmd.add_argument("--label", choices=("strict", "id_like"), default="strict",

@@ -244,3 +244,17 @@ def test_the_hooks_take_their_salience_from_the_environment(monkeypatch, tmp_pat
     code = run_hook("pre-compact", stdin=io.StringIO(json.dumps(event)),
                     stdout=io.StringIO(), stderr=stderr)
     assert code == 0 and "cannot read salience file" in stderr.getvalue()
+
+
+def test_search_fits_the_built_in_form_on_the_recall_it_is_judged_by(capsys, logs, tmp_path):
+    from firewall.salience_fit import collect_files, judge_all, objective, search
+
+    samples = collect_files([logs], budget=40)  # a budget that binds on these short sessions
+    found = search(samples, rounds=1)
+    assert found.link == "odds" and all(t.weight is None for t in found.terms)
+    assert objective(found, samples) >= objective(default_salience(), samples)
+    assert judge_all(found, samples).n["strict"] > 0
+    out_path = tmp_path / "searched.json"
+    code, out, _ = run(capsys, "salience", "fit", str(logs), "--out", str(out_path),
+                       "--method", "search", "--budget", "40")
+    assert code == 0 and Salience.load(out_path).about["method"] == "search"
