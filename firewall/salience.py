@@ -33,7 +33,7 @@ import functools
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -357,6 +357,3 @@ def describe_terms(model: Salience) -> list[str]:
         lines.append(f"  {k}: {json.dumps(v, ensure_ascii=False)}")
     return lines
 
-
-def iter_terms(weights: Iterable[tuple[str, float]]) -> tuple[Term, ...]:
-    return tuple(Term(name, weight=w) for name, w in weights)
