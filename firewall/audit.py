@@ -41,6 +41,7 @@ from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from .audit_schema import (LITERAL_COLUMNS, MIGRATIONS, NUMBER_TAKEN, SUMMARY_COLUMNS,
                            migrations)
 from .errors import AuditError
+from .urls import redacted_url, without_passwords
 from .turns import Role
 
 APP_NAME = "literal-firewall"
@@ -730,8 +731,11 @@ class SQLiteAuditLog(_Keyed):
                     conn.close()
             except sqlite3.Error:
                 continue
-            if "m001_initial" not in applied or applied - {name for name, _ in MIGRATIONS}:
-                return False  # not ours, or written by a newer version: the first error stands
+            if "m001_initial" not in applied:
+                return False  # not ours: the first error stands
+            unknown = applied - {name for name, _ in MIGRATIONS}
+            if unknown:  # its tables may mean what this version cannot read
+                raise _newer_schema(self.path, unknown)
             self._read_only, self._read_only_uri = True, uri
             return True
         return False
@@ -748,10 +752,7 @@ class SQLiteAuditLog(_Keyed):
                 applied = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
                 unknown = applied - {name for name, _ in MIGRATIONS}
                 if unknown:
-                    raise AuditError(
-                        f"audit log {self.path}: written by a newer literal-firewall (migrations "
-                        f"{', '.join(sorted(unknown))}); upgrade literal-firewall or set "
-                        f"{DB_ENV} to another file")
+                    raise _newer_schema(self.path, unknown)
                 for name, statements in migrations("sqlite"):
                     if name in applied:
                         continue
@@ -854,6 +855,16 @@ class SQLiteAuditLog(_Keyed):
         first = {row["id"]: row for row in reversed(rows)}
         return [RecordSummary(**{c: first[i][c] for c in SUMMARY_COLUMNS}, statuses=counts[i])
                 for i in ids]
+
+
+def _newer_schema(path: Path, unknown: set[str]) -> AuditError:
+    """A log whose schema has migrations this version does not know: refused, read or write."""
+    from . import __version__
+
+    return AuditError(
+        f"audit log {path}: written by a newer literal-firewall (schema migrations "
+        f"{', '.join(sorted(unknown))}); this is literal-firewall {__version__}, whose schema "
+        f"ends at {MIGRATIONS[-1][0]}; upgrade literal-firewall or set {DB_ENV} to another file")
 
 
 def _cannot_write(exc: AuditError) -> bool:
@@ -969,7 +980,12 @@ class DeferredAuditLog:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"DeferredAuditLog({self.spec!r}, not open: {self.error})"
+        # a repr lands in logs and tracebacks: never with the database's password
+        spec = None if self.spec is None else redacted_url(os.fspath(self.spec))
+        error = redacted_url(str(self.error))
+        if is_database_url(spec):
+            error = without_passwords(error, os.fspath(self.spec))
+        return f"DeferredAuditLog({spec!r}, not open: {error})"
 
     @property
     def key(self) -> bytes | None:

@@ -12,9 +12,10 @@ from typing import Any
 from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .options import (add_audit_options, add_dask_option, add_fail_fast_option,
-                      add_keep_last_option, add_rules_option, add_salience_option,
-                      add_summarizer_options, add_tokens_option, missing_log_file, non_negative,
-                      packs_from_args, salience_from_args, summarizer_from_args)
+                      add_keep_last_option, add_placeholders_option, add_rules_option,
+                      add_salience_option, add_summarizer_options, add_tokens_option,
+                      missing_log_file, non_negative, packs_from_args, salience_from_args,
+                      summarizer_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
 # documented in the README and in `firewall --help`
@@ -22,7 +23,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_COMPACTED = 0, 1, 2, 3
 EXIT_CODES = """exit codes:
   0  done
   1  done, but something failed: a bad input line was skipped, a rule timed out (scan), a
-     check failed, the audit log could not be written
+     check failed, the audit log could not be written, audit literal found nothing
   2  usage or input error (with --fail-fast: stopped at the first bad line)
   3  compact: a conversation was not compacted (the summarizer failed or never ran, or there
      was nothing to compact); the report says why"""
@@ -583,8 +584,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     compact.add_argument("--required", choices=("rules", "user", "all"), default="user",
                          help="literals the summary itself must carry (default: user-typed "
                               "and rules marked required)")
-    compact.add_argument("--placeholders", action="store_true",
-                         help="replace sensitive literals by placeholders for the summarizer")
+    add_placeholders_option(compact)
     compact.add_argument("--ledger", metavar="PATH",
                          help="ledger JSON to continue from and to save (cumulative)")
     add_audit_options(compact)

@@ -43,8 +43,8 @@ def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = Non
     while start < len(turns) and turns[start].role == "system":
         start += 1
     end = max(start, len(turns) - max(keep_last, 0))
-    if keep_tokens:
-        tail = 0
+    if keep_tokens:  # the keep_last turns count toward it
+        tail = sum(turn_tokens(t) for t in turns[end:])
         while end > start and tail < keep_tokens:
             end -= 1
             tail += turn_tokens(turns[end])
@@ -71,19 +71,47 @@ def splits_tool_pair(turns: list[Turn], boundary: int, start: int = 0) -> bool:
 
 
 def with_tool_pairs(turns: list[Turn], indices: Iterable[int], span: Span) -> list[int]:
-    """``indices`` plus the calls of kept tool results and the results of kept calls."""
-    keep = set(indices)
-    for i in list(keep):
-        j = i
-        while turns[j].role == "tool" and j - 1 in span:  # back to the call
-            j -= 1
-            keep.add(j)
-        if turns[i].tool_calls:
-            j = i + 1
-            while j in span and turns[j].role == "tool":
+    """``indices`` plus the calls of kept tool results and every result of kept calls, until
+    nothing more is added: with parallel calls, a kept result brings its call and the call
+    brings all its results (by id, and the tool turns right after it, for results without
+    one); a Responses API call item is paired with its output by id across the other calls."""
+    keep = {i for i in indices if i in span}
+    todo = list(keep)
+    while todo:
+        i = todo.pop()
+        for j in _tool_partners(turns, i, span):
+            if j not in keep:
                 keep.add(j)
-                j += 1
-    return sorted(k for k in keep if k in span)
+                todo.append(j)
+    return sorted(keep)
+
+
+def _tool_partners(turns: list[Turn], i: int, span: Span) -> list[int]:
+    """The turns of ``span`` that must stay with ``turns[i]``: a result's call, a call's
+    results."""
+    partners = []
+    turn = turns[i]
+    if turn.role == "tool":
+        owner = next((j for j in range(i - 1, span.start - 1, -1) if turn.tool_call_id
+                      is not None and any(c.id == turn.tool_call_id
+                                          for c in turns[j].tool_calls)), None)
+        if owner is None:  # no id: the call is the turn before the run of results
+            j = i - 1
+            while j in span and turns[j].role == "tool":
+                j -= 1
+            owner = j if j in span and turns[j].tool_calls else None
+        if owner is not None:
+            partners.append(owner)
+    if turn.tool_calls:
+        ids = {c.id for c in turn.tool_calls if c.id is not None}
+        j = i + 1
+        while j in span and turns[j].role == "tool":  # the run of results right after it
+            if turns[j].tool_call_id is None or not ids or turns[j].tool_call_id in ids:
+                partners.append(j)
+            j += 1
+        partners += [j for j in range(i + 1, span.end)
+                     if turns[j].role == "tool" and turns[j].tool_call_id in ids]
+    return partners
 
 
 def compose(conversation: Conversation, span: Span, summary: str, ledger_block: str,

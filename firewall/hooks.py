@@ -15,10 +15,11 @@ Events:
     Does the same (so a skipped PreCompact loses nothing), then builds the ledger of the
     compaction exactly as ``compact`` and ``firewall eval`` build it (``Firewall.pin`` over the
     transcript's turns before the compaction, read by the same reader as the batch commands):
-    the budget is the span's, entries ranked by their uses in it, the values the summary holds
-    costing nothing (they stay pinned, but the block will not repeat them). The summary is
-    Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
-    compaction leaves it empty: opaque); it is validated against the ledger. Writes an audit
+    the budget is the span's, entries ranked by their uses in it, the values the summary (and
+    any turn the transcript holds after it) holds costing nothing (they stay pinned, but the
+    block will not repeat them). The summary is Claude Code's ``compact_summary``, or the
+    latest Codex ``compacted`` item (remote compaction leaves it empty: opaque); it is
+    validated against the ledger. Writes an audit
     record; warns via ``systemMessage`` when a required literal is missing or
     altered. Both clients fire ``PostCompact`` only after a compaction succeeded, so every
     record says ``compacted``; a failed compaction leaves no record.
@@ -281,6 +282,19 @@ def transcript_summary(chunk: TranscriptChunk) -> str | None:
     return turn.text if turn is not None and turn.role == "assistant" else None
 
 
+def kept_after(chunk: TranscriptChunk) -> list[str]:
+    """The texts of the turns after the latest compaction's summary (none when there is no
+    compaction): in the agent's context verbatim."""
+    from .turns import turn_text
+
+    if not chunk.boundaries:
+        return []
+    at = chunk.boundaries[-1]
+    if chunk.agent != "codex" and transcript_summary(chunk) is not None:
+        at += 1  # Claude Code's summary entry is the turn after the boundary
+    return [turn_text(t) for t in chunk.turns[at:] if t.role != "system"]
+
+
 def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
                     summary_in_transcript: bool = False) -> list[Any]:
     """Build the ledger of the transcript's latest compaction with ``Firewall.pin``, the path
@@ -297,8 +311,10 @@ def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
         summary = transcript_summary(chunk)
     start, end = compaction_span(chunk)
     ledger = Ledger(conversation_id=old.conversation_id, nonce=old.nonce, key=old.key)
-    pinned = fw.pin(ledger, chunk.turns[start:end], offset=start,
-                    beside=[summary] if summary else [])
+    # what the context holds besides the block: the summary, and any turn the transcript has
+    # after it (a client that keeps recent turns verbatim), as compact counts its kept tail
+    beside = ([summary] if summary else []) + kept_after(chunk)
+    pinned = fw.pin(ledger, chunk.turns[start:end], offset=start, beside=beside)
     state.ledger, state.held, state.pinned = ledger, sorted(pinned.held), True
     return pinned.evicted
 

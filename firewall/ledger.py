@@ -56,7 +56,7 @@ import ahocorasick
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import FirewallError
-from .literals import Literal, Severity
+from .literals import Literal, Severity, public_field
 from .tokens import TokenCounter, count_tokens
 from .turns import Role
 
@@ -193,6 +193,7 @@ class Ledger(BaseModel):
         """Merge literals in; returns the entries that are new (in ledger order)."""
         by_value = {e.value: e for e in self.entries}
         new: list[LedgerEntry] = []
+        literals = list(literals)
         for lit in literals:
             entry = by_value.get(lit.value)
             if entry is None:
@@ -209,6 +210,11 @@ class Ledger(BaseModel):
                 entry.severity = "required"
             entry.sensitive = entry.sensitive or lit.sensitive
             entry.priority = max(entry.priority, lit.priority)
+        # a field path names object keys, and a key may be a secret: never written in clear
+        secrets = {e.value for e in self.entries if e.sensitive}
+        secrets.update(lit.value for lit in literals if lit.sensitive)
+        for entry in self.entries:
+            entry.field = public_field(entry.field, secrets)
         self.entries = grouped(self.entries)  # by role, then first sighting, then kind
         rank = {id(e): i for i, e in enumerate(self.entries)}
         return sorted(new, key=lambda e: rank[id(e)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal as TypingLiteral
 
@@ -43,6 +45,27 @@ class Literal:
 # a transcript into a placeholder. Four is the shortest password ``secrets/password-assignment``
 # accepts.
 SECRET_MIN_CHARS = 4
+
+
+SENSITIVE_IN_FIELD = "[sensitive]"
+
+
+def public_field(field: str, secrets: Iterable[str]) -> str:
+    """A literal's field path as it may be shown: every secret in it written ``[sensitive]``.
+    A JSON path names its object keys, and a key may be a secret (a token used as a key:
+    ``arguments.tokens.ghp_….path``). A secret of ``SECRET_MIN_CHARS`` or more is replaced
+    wherever it stands; a shorter one only as a whole key (``.k.``, ``.k#key``, ``.k[0]``)."""
+    if field == "text":
+        return field
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        if secret not in field:
+            continue
+        if len(secret) >= SECRET_MIN_CHARS:
+            field = field.replace(secret, SENSITIVE_IN_FIELD)
+        else:
+            field = re.sub(rf"(?<=\.){re.escape(secret)}(?=$|[.#\[])", SENSITIVE_IN_FIELD,
+                           field)
+    return field
 
 
 def spread_sensitivity(literals: list[Literal]) -> None:

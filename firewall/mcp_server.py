@@ -106,11 +106,17 @@ class LiteralService:
     # -- answers ------------------------------------------------------------------------------
 
     def _entries(self, keep: Any, conversation: str | None) -> dict[str, Any]:
+        from .literals import public_field
+
         key = self._key()
         ledgers, notes = self.ledgers()
+        # a ledger written before field paths were masked may name a secret key in one
+        secrets = {id(ledger): [e.value for e in ledger.entries if e.sensitive]
+                   for _, ledger in ledgers}
         entries = [
             {"value": _mask(e, key), "sensitive": e.sensitive, "rule": e.rule, "kind": e.kind,
-             "role": e.role, "tool": e.tool, "field": e.field, "first_seen_turn": e.first_seen,
+             "role": e.role, "tool": e.tool, "field": public_field(e.field, secrets[id(ledger)]),
+             "first_seen_turn": e.first_seen,
              "last_seen_turn": e.last_seen, "count": e.count,
              "required": e.severity == "required", "conversation": ledger.conversation_id,
              "ledger_file": str(path)}

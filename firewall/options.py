@@ -84,6 +84,16 @@ def add_summarizer_options(parser: argparse.ArgumentParser, what: str = "") -> N
     parser.add_argument("--base-url", help="OpenAI-compatible server for --summarizer openai")
 
 
+def add_placeholders_option(parser: argparse.ArgumentParser) -> None:
+    """``--placeholders``, the same for every command that can send text to a summarizer
+    (``compact``, ``replay``): each secret a rule finds goes out as a placeholder, in every
+    spelling (see ``firewall.placeholders``), and is put back in the summary."""
+    parser.add_argument("--placeholders", action="store_true",
+                        help="replace sensitive literals by placeholders for the summarizer "
+                             "(what goes to --summarizer anthropic/openai holds no secret a "
+                             "rule finds; the summary gets them back)")
+
+
 def summarizer_from_args(args: argparse.Namespace, **settings: Any) -> Any:
     """The summarizer the options name; ``settings`` (``system``, ``max_tokens``) go to a vendor
     one."""

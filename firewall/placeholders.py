@@ -8,7 +8,8 @@ puts back only placeholders this compaction issued. Text that merely looks like 
 secret-like string the summary holds afterwards came from the summarizer, and is reported.
 
 Masking is by span: the spans where a rule found a secret (any length) and every occurrence of a
-secret of at least ``SECRET_MIN_CHARS`` characters are merged where they overlap, and each merged
+secret of at least ``SECRET_MIN_CHARS`` characters, in any spelling (plain or JSON-escaped: see
+``escapes``), are merged where they overlap, and each merged
 region is replaced whole, so no piece of a secret is left beside a placeholder. The summary is
 restored by scanning for placeholders, never by offsets: a summarizer that moves, drops or
 repeats them is handled; one it invents or alters is reported so the guard can re-ask.
@@ -24,6 +25,7 @@ from typing import Any
 
 import regex
 
+from .escapes import decoded, escaped_spellings
 from .literals import SECRET_MIN_CHARS
 from .turns import ToolCall, Turn
 
@@ -82,15 +84,19 @@ class Placeholders:
 
     def regions(self, text: str, spans: Iterable[Span] = ()) -> list[Span]:
         """The merged spans to mask in ``text``: ``spans`` (where a rule found a secret) and
-        every occurrence of a secret of at least ``SECRET_MIN_CHARS`` characters."""
+        every occurrence of a secret of at least ``SECRET_MIN_CHARS`` characters, in any
+        spelling: plain, JSON-escaped (``\\/`` for ``/``, ``\\u00e4``), or decoded."""
         found = [(s, e) for s, e in spans if 0 <= s < e <= len(text)]
         for value in self.table:
             if len(value) < SECRET_MIN_CHARS:
                 continue
-            at = text.find(value)
-            while at >= 0:
-                found.append((at, at + len(value)))
-                at = text.find(value, at + 1)
+            # a value a rule read with its JSON escapes is also looked for decoded
+            for spelling in dict.fromkeys((value, decoded(value))):
+                at = text.find(spelling)
+                while at >= 0:
+                    found.append((at, at + len(spelling)))
+                    at = text.find(spelling, at + 1)
+                found.extend(escaped_spellings(spelling, text))
         found.sort()
         merged: list[Span] = []
         for start, end in found:

@@ -21,6 +21,13 @@ recording, of the last message the compaction covered (failed closed: would have
 never goes back, since a span opens on the earlier summary, which stands for every message up
 to the earlier ``k``. What is written follows ``replaylog``; a sensitive literal is written
 ``[sensitive]``, in every output.
+
+On a Claude Code session file, each compaction is also made through the agent's hooks
+(``hook_eval.ReplayedSession``): the session file as Claude Code would have written it had it
+compacted there (its lines up to ``k``, a ``compact_boundary`` record, the summary, the kept
+messages), the ``pre-compact``, ``post-compact`` and ``session-start`` handlers fired on it,
+and the gold scored in summary + the block they re-inject + kept turns (``recall_hooks*``,
+``hooks_tokens``), beside summary + ledger + kept turns.
 """
 
 from __future__ import annotations
@@ -86,10 +93,11 @@ class _Live:
 
 def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: Trigger,
                         summarizer: Any = None, keep_last: int = 8, source: str = "",
-                        contexts: Callable[[dict[str, Any]], None] | None = None
-                        ) -> ReplayConversation:
+                        contexts: Callable[[dict[str, Any]], None] | None = None,
+                        hooks: bool = True) -> ReplayConversation:
     """Replay one recorded conversation; ``contexts`` receives one record per compaction
-    (the ``--contexts`` line), already redacted."""
+    (the ``--contexts`` line), already redacted. ``hooks``: on a Claude Code session file,
+    also fire the hook handlers at each compaction (``hook_eval.ReplayedSession``)."""
     # secrets (never written in clear) and each literal's rule, from the messages a compaction
     # has seen; scanned as compactions come (most are memo hits: the compaction pinned them),
     # so the part of a recording no compaction reaches is never scanned
@@ -109,6 +117,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         scanned = index + 1
 
     ledger = Ledger.new(conversation.id)
+    session = _replayed_session(conversation, firewall) if hooks else None
     live = _Live()
     out = ReplayConversation(id=conversation.id, source=source,
                              messages=len(conversation.turns), window=trigger.window,
@@ -128,7 +137,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         scan_until(at)
         compaction = _measure(conversation, live, result, ledger, at=at, number=number,
                               boundary=due.boundary, trigger=trigger, before=before,
-                              secrets=secrets, rules=rules)
+                              secrets=secrets, rules=rules, session=session)
         out.compactions.append(compaction)
         if contexts is not None:
             contexts(redact({"id": conversation.id, "compaction": number, "k": compaction.k,
@@ -144,6 +153,8 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         if trigger.policy == "reactive" and trigger.fires(live.tokens):
             compact(index)
         out.live_tokens.append(live.tokens)
+    if session is not None:
+        session.close()
     _count_rereads(conversation, out.compactions)
     return out
 
@@ -167,7 +178,7 @@ def _count_rereads(conversation: Conversation, compactions: list[ReplayCompactio
 
 def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,
              number: int, boundary: int, trigger: Trigger, before: int, secrets: set[str],
-             rules: dict[str, str]) -> ReplayCompaction:
+             rules: dict[str, str], session: Any = None) -> ReplayCompaction:
     """Replace the live context by the compacted one and measure the compaction, whose span
     ended before the live context's turn ``boundary``."""
     old_turns, old_origin = live.turns, live.origin
@@ -213,6 +224,8 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     lost.sort(key=lambda f: -f.uses_after)
     report = result.report()
     attempts = len(result.attempts)
+    last = max((o for o in live.origin if o is not None), default=k)
+    hooked = _through_hooks(session, result, k, last, summary, before, gold, kept_text)
     return ReplayCompaction(
         compaction=number, k=k, at_message=at, trigger=trigger.policy, tokens_before=before,
         tokens_after=live.tokens, span_tokens=span_tokens,
@@ -226,7 +239,34 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
         gold_id_like=len(id_like_at),
         recall_context_id_like=_share(sum(fates[i] != "lost" for i in id_like_at),
                                       len(id_like_at)),
-        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)))
+        recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)),
+        **hooked)
+
+
+# ── the hooks at a replayed compaction ───────────────────────────────────────────────────────
+
+def _replayed_session(conversation: Conversation, firewall: Any) -> Any:
+    from .hook_eval import ReplayedSession
+
+    return ReplayedSession.of(conversation, firewall)
+
+
+def _through_hooks(session: Any, result: Any, k: int, last: int, summary: str, before: int,
+                   gold: list[Any], kept_text: str) -> dict[str, Any]:
+    """The ``*_hooks*`` fields of a compaction of a Claude Code session file: the handlers
+    fired at it (``ReplayedSession.compacted``: the summary as the agent's, the recorded
+    messages after ``k`` up to ``last`` kept after it), and the gold the agent then has in
+    the summary, the hooks' block and the kept turns, scored as the composed context is. None
+    of them when the hooks were not driven (not a session file; failed closed: Claude Code
+    fires PostCompact only after a compaction succeeded)."""
+    if session is None or not result.compacted:
+        return {}
+    text, _, block = session.compacted(k, summary, last=last, tokens_before=before)
+    held = [occurs(g.literal, text) or occurs(g.literal, kept_text) for g in gold]
+    ids = [h for g, h in zip(gold, held) if g.id_like]
+    return {"recall_hooks": _share(sum(held), len(gold)),
+            "recall_hooks_id_like": _share(sum(ids), len(ids)),
+            "hooks_tokens": count_tokens(block) if block else 0}
 
 
 def _fate(value: str, summary: str, ledger_text: str, kept_text: str) -> str:
@@ -273,11 +313,13 @@ class Totals:
     lost_id_like_bare: int = 0  # ID-like gold lost as written but held without its end mark
     min_recall_id_like: float | None = None
     max_share: float | None = None
+    hooks: HookTotals = field(default_factory=lambda: HookTotals())
 
     def add(self, replay: ReplayConversation) -> None:
         self.conversations += 1
         self.skipped += replay.skipped
         for c in replay.compactions:
+            self.hooks.add(c)
             self.compactions += 1
             self.failed += not c.compacted
             self.reasks += c.reasks
@@ -305,6 +347,56 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}"
 
 
+def _kept(recall: float | None, n: int | None) -> int:
+    return round((recall or 0) * (n or 0))
+
+
+@dataclass
+class HookTotals:
+    """The compactions where the hooks were driven (a Claude Code session file): the gold held
+    by summary + ledger + kept turns and by summary + the hooks' block + kept turns, the
+    block's tokens and the live tokens before those compactions."""
+
+    compactions: int = 0
+    gold: int = 0
+    ledger: int = 0
+    hooks: int = 0
+    gold_id_like: int = 0
+    ledger_id_like: int = 0
+    hooks_id_like: int = 0
+    short: int = 0  # compactions where the hooks hold less gold (ID-like or strict)
+    tokens: int = 0
+    tokens_before: int = 0
+
+    def add(self, c: ReplayCompaction) -> None:
+        if c.hooks_tokens is None:
+            return
+        self.compactions += 1
+        self.gold += c.gold
+        self.ledger += c.gold - c.lost
+        hooks = _kept(c.recall_hooks, c.gold)
+        self.hooks += hooks
+        self.gold_id_like += c.gold_id_like or 0
+        ledger_id = _kept(c.recall_context_id_like, c.gold_id_like)
+        hooks_id = _kept(c.recall_hooks_id_like, c.gold_id_like)
+        self.ledger_id_like += ledger_id
+        self.hooks_id_like += hooks_id
+        self.short += hooks_id < ledger_id or hooks < c.gold - c.lost
+        self.tokens += c.hooks_tokens
+        self.tokens_before += c.tokens_before
+
+    def line(self) -> str:
+        return (f"through the hooks ({self.compactions} compaction(s) of Claude Code session "
+                f"files): summary + hooks' block + kept turns holds ID-like "
+                f"{_pct(_share(self.hooks_id_like, self.gold_id_like))} % (summary + ledger: "
+                f"{_pct(_share(self.ledger_id_like, self.gold_id_like))} %), strict "
+                f"{_pct(_share(self.hooks, self.gold))} % ("
+                f"{_pct(_share(self.ledger, self.gold))} %); {self.short} compaction(s) where "
+                f"the hooks hold less gold (ID-like or strict); block {self.tokens:,} tokens = "
+                f"{_pct(_share(self.tokens, self.tokens_before))} % of the "
+                f"{self.tokens_before:,} live tokens before those compactions")
+
+
 ROW = "{:<48} {:>5} {:>5} {:>8} {:>6} {:>7} {:>7} {:>7} {:>8} {:>6}"
 HEADER = ROW.format("conversation", "msgs", "comp", "peak tok", "ID", "ctx ID", "min ID",
                     "ctx str", "ledger", "share")
@@ -324,7 +416,20 @@ def table_row(replay: ReplayConversation) -> str:
     return ROW.format(name, replay.messages, len(cs), max(replay.live_tokens, default=0), n_id,
                       _pct(_share(kept_id, n_id)), _pct(worst),
                       _pct(_share(sum(c.gold - c.lost for c in cs), n)), ledger,
-                      _pct(ledger / span if span else None))
+                      _pct(ledger / span if span else None)) + _hooks_row(replay)
+
+
+def _hooks_row(replay: ReplayConversation) -> str:
+    """The hooks' figures of a replayed Claude Code session file: a line after its row."""
+    hooks = HookTotals()
+    for c in replay.compactions:
+        hooks.add(c)
+    if not hooks.compactions:
+        return ""
+    return (f"\n{'':<24}+ hooks' block: ctx ID "
+            f"{_pct(_share(hooks.hooks_id_like, hooks.gold_id_like))}, ctx str "
+            f"{_pct(_share(hooks.hooks, hooks.gold))}, block {hooks.tokens} tokens "
+            f"({_pct(_share(hooks.tokens, hooks.tokens_before))} % of the context before)")
 
 
 def format_totals(t: Totals, trigger: Trigger) -> str:
@@ -344,6 +449,7 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"ledger {t.ledger_tokens:,} tokens = {_pct(_share(t.ledger_tokens, t.span_tokens))} % "
         f"of {t.span_tokens:,} span tokens in total; largest share of one span "
         f"{_pct(t.max_share)} %",
+        *([t.hooks.line()] if t.hooks.compactions else []),
         "columns: msgs recorded, comp compactions, peak live tokens, ID-like gold over the "
         "compactions, its recall in the composed context (summary + ledger + kept turns) and "
         "the worst compaction's, strict recall, ledger tokens, ledger share of the spans (%)"])
@@ -364,6 +470,7 @@ class ReplayTask:
     trigger: Trigger
     summarizer: argparse.Namespace  # summarizer, model, base_url: see summarizer_from_args
     contexts: bool
+    placeholders: bool = False  # secrets go to the summarizer as placeholders, as compact's
     salience: Any = None  # a Salience; None: the built-in one
 
     def setup(self) -> tuple[Any, Any]:
@@ -371,7 +478,7 @@ class ReplayTask:
         from .options import summarizer_from_args
 
         return (Firewall(self.packs, budget_tokens=self.budget, keep_last=self.keep_last,
-                         salience=self.salience),
+                         placeholders=self.placeholders, salience=self.salience),
                 summarizer_from_args(self.summarizer))
 
     def __call__(self, state: tuple[Any, Any], path: str, conversation: Conversation
@@ -395,7 +502,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summarizer = argparse.Namespace(summarizer=args.summarizer, model=args.model,
                                     base_url=args.base_url)
     task = ReplayTask(packs_from_args(args), args.budget, args.keep_last, trigger, summarizer,
-                      contexts=bool(args.contexts), salience=salience_from_args(args))
+                      contexts=bool(args.contexts), placeholders=args.placeholders,
+                      salience=salience_from_args(args))
     out: IO[str] | None = open(args.contexts, "w", encoding="utf-8") if args.contexts else None
     totals = Totals()
     try:
@@ -460,6 +568,10 @@ fresh material for a compaction to bring the context back under the watermark (t
 with the earlier summary and ledger, is near it: keep fewer messages), or the summarizer failed
 at the compactions just before (after n failures in a row, the next try waits for 2**n more
 messages).
+On a Claude Code session file, a second line: the same recall (ctx ID, ctx str) with the block
+the Claude Code hooks re-inject in place of the ledger (pre-compact, post-compact and
+session-start fired at each compaction on the session file as Claude Code would have written
+it), the block's tokens and their share of the live context before those compactions.
 --json prints one line per conversation instead (firewall.replaylog.ReplayConversation; a
 secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a usage error."""
 
@@ -467,7 +579,8 @@ secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a
 def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall replay`` on the CLI's subparsers."""
     from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                          add_rules_option, add_salience_option, add_summarizer_options,
+                          add_placeholders_option, add_rules_option, add_salience_option,
+                          add_summarizer_options,
                           add_tokens_option, non_negative)
 
     parser = subparsers.add_parser(
@@ -490,6 +603,7 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
                         help=f"preemptive: the output reserved for each model call "
                              f"(default {MAX_TOKENS})")
     add_summarizer_options(parser)
+    add_placeholders_option(parser)
     add_keep_last_option(parser, " of each compaction")
     add_rules_option(parser)
     parser.add_argument("--budget", type=parse_budget, default=Budget(), metavar="auto|TOKENS|P%",

@@ -62,6 +62,16 @@ class ReplayCompaction(_Strict):
         None, description="share of the ID-like gold in summary + ledger + kept turns")
     recall_ledger_id_like: float | None = Field(
         None, description="share of the ID-like gold in the ledger alone")
+    # a Claude Code session file replayed: what the hooks give the agent at this compaction
+    recall_hooks: float | None = Field(
+        None, description="share of gold in summary + the hooks' block + kept turns (the "
+                          "pre-compact, post-compact and session-start handlers fired on the "
+                          "session file as Claude Code would have written it); None when the "
+                          "hooks were not driven")
+    recall_hooks_id_like: float | None = Field(
+        None, description="share of the ID-like gold in summary + the hooks' block + kept turns")
+    hooks_tokens: int | None = Field(
+        None, description="tokens of the block the session-start hook re-injects")
 
 
 class ReplayConversation(_Strict):

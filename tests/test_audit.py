@@ -141,6 +141,24 @@ def test_find_literal_across_records(log):
     assert log.find_literal("INV-2025-08-4471") == []  # exact bytes only, no prefix match
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_a_literal_hashed_under_another_key_is_found_by_its_stored_value(tmp_path, kind):
+    """A log copied from another machine (another installation key): a non-sensitive literal
+    is still found by the value stored in clear; a sensitive one, stored only as a hash under
+    the other key, is not (nor is it anywhere in clear)."""
+    def opened(key):
+        return {"sqlite": lambda: SQLiteAuditLog(tmp_path / "audit.db", key=key),
+                "jsonl": lambda: JSONLAuditLog(tmp_path / "audit.jsonl", key=key)}[kind]()
+
+    record = make_record(literals=[outcome(INVOICE), outcome(SECRET, sensitive=True)])
+    opened(KEY).write(record)
+    other = opened(b"another-installation-key")
+    (summary, lit), = other.find_literal(INVOICE)
+    assert summary.id == record.id and lit.value == INVOICE
+    assert other.find_literal(SECRET) == []
+    assert [lit.value for _, lit in opened(KEY).find_literal(SECRET)] == [None]
+
+
 def test_next_compaction_number(log):
     assert log.next_compaction_number("conv-1") == 1
     log.write(make_record(compaction=1))
@@ -157,6 +175,15 @@ def test_get_unknown_or_ambiguous_id(log):
         log.get("ab")
     with pytest.raises(AuditError, match="no record with id 'ff'"):
         log.get("ff")
+
+
+def test_get_matches_the_start_of_an_id_only(log):
+    record = make_record(id="ab" + "0" * 30)
+    log.write(record)
+    assert log.get("ab0") == record
+    for piece in ("b0", "0" * 30, "ab1"):
+        with pytest.raises(AuditError, match="no record with id"):
+            log.get(piece)
 
 
 def test_sensitive_literal_found_by_hash_never_stored_in_clear(log, tmp_path, request):
@@ -301,6 +328,16 @@ def test_database_from_newer_version_refused(tmp_path):
     with pytest.raises(AuditError, match="newer literal-firewall") as err:
         SQLiteAuditLog(path)
     assert str(path) in str(err.value)
+
+
+def test_a_deferred_log_repr_never_shows_the_database_password():
+    url = "postgresql://fw:Hunter2-pass@db.internal:5432/audit"
+    deferred = audit.DeferredAuditLog(url, AuditError(f"audit log {url}: connection refused"))
+    shown = repr(deferred)
+    assert "Hunter2-pass" not in shown and "Hunter2" not in shown
+    assert "postgresql://fw:***@db.internal:5432/audit" in shown and "connection refused" in shown
+    path = audit.DeferredAuditLog(Path("/tmp/x/audit.db"), AuditError("corrupt"))
+    assert repr(path) == "DeferredAuditLog('/tmp/x/audit.db', not open: corrupt)"
 
 
 def test_literal_rows_are_queryable(tmp_path):

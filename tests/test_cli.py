@@ -173,3 +173,29 @@ def test_errors_are_one_line_not_tracebacks(capsys, tmp_path):
     assert code == 2 and err.startswith("firewall: ") and "Traceback" not in err
     code, _, err = run(capsys, "scan", NATIVE, "--rules", "nope")
     assert code == 2 and "unknown rule pack 'nope'" in err
+
+
+def test_compact_exits_3_when_any_conversation_was_not_compacted_not_only_the_last(
+        capsys, tmp_path):
+    """c2 ("hi") has nothing to compact; c1 compacts. Whatever their order, exit 3."""
+    c1, c2 = Path(NATIVE).read_text("utf-8").splitlines()
+    for lines, expected in (([c1], 0), ([c2, c1], 3), ([c1, c2], 3)):
+        path = tmp_path / "conversations.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        code, out, _ = run(capsys, "compact", str(path), "--rules", KINDS, "--only",
+                           "--keep-last", "1", "--no-audit", "--json")
+        compacted = [json.loads(line)["report"]["compacted"] for line in out.splitlines()]
+        assert compacted == [json.loads(line)["id"] == "c1" for line in lines]
+        assert code == expected, lines
+
+
+def test_audit_literal_exits_1_when_no_compaction_holds_the_value(capsys, tmp_path):
+    db = str(tmp_path / "audit.db")
+    run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only", "--keep-last", "1",
+        "--audit-db", db)
+    code, out, _ = run(capsys, "audit", "literal", "INV-2025-08-44719", "--audit-db", db)
+    assert code == 0 and "in_summary" in out
+    code, out, _ = run(capsys, "audit", "literal", "INV-2025-08-44718", "--audit-db", db)
+    assert code == 1 and "'INV-2025-08-44718' appears in no recorded compaction" in out
+    assert "`literal` exits 1 when no recorded compaction holds the value" in (
+        Path(__file__).parent.parent / "README.md").read_text("utf-8")

@@ -125,6 +125,40 @@ def test_the_budget_follows_the_span_within_floor_and_cap():
         Budget(floor=10, cap=5)
 
 
+def test_the_budget_rounds_down_and_clamps_at_its_exact_floor_and_cap():
+    budget = Budget(share=0.05, floor=600, cap=8000)
+    # 5 % of 12,019 is 600.95: a token the span did not pay for is not given
+    assert [budget.tokens(n) for n in (11_999, 12_000, 12_019, 12_020, 12_039)] == \
+        [600, 600, 600, 601, 601]
+    assert [budget.tokens(n) for n in (159_999, 160_000, 160_020, 0)] == [7999, 8000, 8000, 600]
+    assert budget_tokens("2.5%", 1_039) == 25 and budget_tokens("5%", None) == 0
+    assert budget_tokens("100%", 777) == 777
+
+
+@pytest.mark.parametrize("fields", [{"share": 0}, {"share": 1}, {"floor": 0},
+                                    {"floor": 4_500, "cap": 4_500}, {"floor": 0, "cap": 0}])
+def test_a_budget_at_the_edge_of_its_ranges_is_accepted(fields):
+    budget = Budget(**fields)
+    assert budget.floor <= budget.tokens(10_000) <= budget.cap
+
+
+@pytest.mark.parametrize("fields", [{"share": -0.01}, {"share": 1.01}, {"floor": -1},
+                                    {"floor": 4_501, "cap": 4_500}])
+def test_a_budget_out_of_its_ranges_is_refused(fields):
+    with pytest.raises(ValueError, match="budget: need 0 <= share <= 1"):
+        Budget(**fields)
+
+
+def test_the_command_line_budget_takes_zero_and_refuses_below():
+    from argparse import ArgumentTypeError
+
+    assert parse_budget("0") == 0 and parse_budget("0%") == "0%"
+    assert parse_budget("12.5%") == "12.5%"
+    for text in ("-1", "-0.5%", "lots", "5%%"):
+        with pytest.raises(ArgumentTypeError):
+            parse_budget(text)
+
+
 def test_the_default_budget_gives_a_16k_span_its_share_and_a_shorter_span_the_same_block():
     budget = Budget()
     at_16k = budget.tokens(16_000)

@@ -528,6 +528,34 @@ def test_a_read_only_log_is_readable_and_still_reports_writes(tmp_path, packs, r
     assert_composed_with_every_literal(result, original, "A", 2)
 
 
+def test_a_read_only_log_of_a_newer_schema_is_refused_naming_the_versions(tmp_path, packs,
+                                                                          read_only, capsys):
+    """A log this version cannot write and whose schema is newer: reading it as if it were
+    this version's could misread its records; it is refused, naming both schema versions."""
+    from firewall import __version__
+    from firewall.audit_schema import MIGRATIONS
+    from firewall.cli import main
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "audit.db"
+    fw = Firewall(packs, keep_last=2, audit=path)
+    fw.compact(conversation(), summarizer=good_summary)
+    fw.audit.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO _migrations VALUES ('m999_future', 'x')")
+    conn.close()
+    read_only(folder)
+    with pytest.raises(AuditError) as err:
+        SQLiteAuditLog(path)
+    message = str(err.value)
+    assert "newer literal-firewall" in message and "m999_future" in message
+    assert f"literal-firewall {__version__}" in message and MIGRATIONS[-1][0] in message
+    assert str(path) in message
+    assert main(["audit", "list", "--audit-db", str(path)]) == 2
+    assert "m999_future" in capsys.readouterr().err
+
+
 def test_the_cli_prints_the_compaction_when_the_log_cannot_be_opened(tmp_path, capsys):
     from firewall.cli import main
 

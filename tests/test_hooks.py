@@ -478,6 +478,37 @@ def test_eval_drives_the_hooks_at_each_compaction_of_a_session_file(pack_path):
     assert "+ hooks' block ID" in evaluate.format_report(result)
 
 
+def test_turns_after_the_summary_cost_the_block_nothing(tmp_path, pack_path):
+    # a transcript holding turns after the compaction's summary (a client that keeps recent
+    # turns verbatim; a replay's kept tail): what they hold stays pinned, unwritten, as
+    # compact does not write what its kept tail holds
+    fw = firewall.Firewall([pack_path])
+    _, cuts = _cut_at_compactions(COMPACTED)
+    _, summary, before, after = cuts[0]
+    assert INVOICE not in summary and INVOICE in before.decode()
+    data = COMPACTED.read_bytes()  # the turns up to the next call passing the invoice
+    call = data.index(b"--invoice " + INVOICE.encode(), len(after))
+    kept = data[len(after):data.index(b"\n", call) + 1]
+    blocks = {}
+    for name, transcript_bytes in (("summary only", after), ("kept turns", after + kept)):
+        transcript = tmp_path / f"{name}.jsonl"
+        event = claude_event("PreCompact", transcript, trigger="auto",
+                             session_id=name.replace(" ", "-"))
+        transcript.write_bytes(before)
+        hooks.pre_compact(event, fw)
+        transcript.write_bytes(transcript_bytes)
+        hooks.post_compact(dict(event, compact_summary=summary), fw,
+                           audit=firewall.audit.MemoryAuditLog())
+        out = hooks.session_start(dict(event, source="compact"), None)
+        state = hooks.load_state(event["session_id"])
+        assert INVOICE in state.ledger.values()  # pinned either way
+        blocks[name] = [e.value for e in Ledger.parse(
+            out["hookSpecificOutput"]["additionalContext"], state.ledger.nonce,
+            state.ledger.key)]
+        assert (INVOICE in state.held) == (name == "kept turns")
+    assert INVOICE in blocks["summary only"] and INVOICE not in blocks["kept turns"]
+
+
 # ── hook commands are shell words (issue 28, defect 12) ──────────────────────────────────────
 
 def _shell(command: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:

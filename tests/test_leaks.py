@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import util as importlib_util
 import sqlite3
 import textwrap
 import threading
@@ -629,3 +630,328 @@ def test_the_compaction_fuzz_harness_over_a_corpus_of_random_bytes() -> None:
                                           for _ in range(150)]
     for data in inputs:
         harness.TestOneInput(data)
+
+
+# -- 11. every spelling of a secret (issue 28) ----------------------------------------------------
+
+def json_decoded(text: str) -> str:
+    """``text`` with every JSON escape decoded (``\\/``, ``\\u0041``), wherever it stands."""
+    return re.sub(r"\\+(?:u([0-9a-fA-F]{4})|(.))",
+                  lambda m: chr(int(m.group(1), 16)) if m.group(1) else m.group(2), text)
+
+
+def escaped(secret: str) -> str:
+    """The secret as an encoder might write it: ``/`` as ``\\/`` (PHP), some letters as
+    ``\\u0041`` and ``\\u004B`` (either hex case)."""
+    out = []
+    for i, char in enumerate(secret):
+        if char == "/":
+            out.append("\\/")
+        elif char.isalpha() and i % 5 == 2:
+            out.append(f"\\u{ord(char):04x}" if i % 2 else f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_secret_spelled_with_json_escapes_is_masked_whole(embedded: bool,
+                                                             packs: list[Any]) -> None:
+    """Issue 28, defect 1: found whole in the decoded JSON value, the secret used to be masked
+    only up to its first escape in the raw text (27 of 40 characters went out)."""
+    document = '{"aws_secret_access_key": "' + escaped(AWS_SECRET) + '", "region": "eu-west-1"}'
+    assert "\\/" in document and "\\u" in document
+    content = f"### Result\n{document}\nend of output" if embedded else document
+    messages = [{"role": "user", "content": f"Check {INVOICE}"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "read_config", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": content},
+                {"role": "assistant", "content": "ok"}]
+    scripted = ScriptedSummarizer([INVOICE])
+    result = Firewall(packs, placeholders=True, keep_last=1).compact(messages,
+                                                                    summarizer=scripted)
+    assert result.compacted
+    sent = "\n".join(t.text for t in scripted.calls[0].turns)
+    assert PLACEHOLDER.search(sent) and "eu-west-1" in sent
+    assert leaked(sent, [AWS_SECRET]) == [] and leaked(json_decoded(sent), [AWS_SECRET]) == []
+
+
+def test_every_spelling_of_a_value_is_found() -> None:
+    from firewall.escapes import decoded, escaped_spellings
+
+    value = "Pä/s\"w0rd\U0001F511"
+    once = json.dumps(value)[1:-1].replace("/", "\\/")  # ASCII escapes, "/" as PHP writes it
+    twice = json.dumps(once)[1:-1]  # that JSON inside a JSON string
+    upper = once.replace("u00e4", "u00E4").replace("udd11", "uDD11")
+    text = f'a "{once}" b P\\u00C4 c "{twice}" d {value} e {upper}'
+    assert [text[s:e] for s, e in escaped_spellings(value, text)] == [once, twice, upper]
+    assert list(escaped_spellings(value, value)) == []  # the plain spelling is str.find's
+    assert decoded("P\\u00e4ss") == "Päss" and decoded("a\\qb") == "a\\qb"
+
+
+@pytest.mark.parametrize("where", ["tool", "user"])
+def test_a_json_escaped_password_is_found_and_masked_in_every_spelling(
+        where: str, packs: list[Any]) -> None:
+    """Issue 28, defect 5: ``json.dumps`` writes ``ä`` as ``\\u00e4``, and the assignment rules
+    stopped at the backslash: the password was never found, and went out in clear."""
+    password = "P" + "\u00e4sswort-2024!"
+    token = "96QGzlC2kx/9pUolc8q8" + "wd5J5b16dqYGT"
+    document = json.dumps({"user": "ann", "password": password,
+                           "api_token": token}).replace("/", "\\/")
+    assert "P\\u00e4sswort" in document
+    turn = ({"role": "tool", "tool_call_id": "c1", "content": document} if where == "tool"
+            else {"role": "user", "content": f"Use this config: {document}"})
+    messages = [{"role": "user", "content": f"Check {INVOICE}"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "read_config", "arguments": "{}"}}]},
+                turn,
+                # the decoded spelling, later: the same secret
+                {"role": "assistant", "content": f"The password {password} works."},
+                {"role": "assistant", "content": "ok"}]
+    fw = Firewall(packs, placeholders=True, keep_last=1)
+    found = {l.rule for l in fw.scan(messages) if l.sensitive}
+    assert {"secrets/password-assignment", "secrets/generic-secret-assignment"} <= found
+    scripted = ScriptedSummarizer([INVOICE])
+    assert fw.compact(messages, summarizer=scripted).compacted
+    request = scripted.calls[0]
+    sent = "\n".join([t.text for t in request.turns] + [r.value for r in request.required])
+    assert leaked(sent, [password, token]) == []
+    assert leaked(json_decoded(sent), [password, token]) == []
+    assert "ann" in sent
+
+
+# -- 12. every command that sends text to a vendor (issue 28) -------------------------------------
+
+@pytest.mark.parametrize("path", ["anthropic", "openai-env", "openai-base-url"])
+def test_replay_with_a_vendor_summarizer_sends_no_secret(
+        path: str, tmp_path: Path, vendor_env: Capture, vendor: tuple[Capture, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28, defect 2: ``replay --summarizer openai|anthropic`` had no placeholder mode, and
+    sent 11 of 20 secrets whole. ``--placeholders`` is the option ``compact`` has."""
+    pytest.importorskip("anthropic")
+    pytest.importorskip("openai")
+    capture, url = vendor
+    capture.reply = hostile  # a re-ask quotes sources
+    contexts = tmp_path / "contexts.jsonl"
+    argv = ["replay", str(write_conversation(tmp_path)), "--window", "400", "--watermark", "0.5",
+            "--keep-last", "2", "--placeholders", "--json", "--contexts", str(contexts),
+            *[a.format(url=url) for a in VENDOR_PATHS[path]]]
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert json.loads(printed.splitlines()[-1])["compactions"]
+    summaries = capture.bodies("/messages") + capture.bodies("/chat/completions")
+    assert summaries and any(PLACEHOLDER.search(json.dumps(b)) for b in summaries)
+    for request in capture.raw():
+        assert leaked(request) == [], "a piece of a secret reached a vendor"
+        assert VENDOR_KEYS["OPENAI_API_KEY"] not in request
+        assert VENDOR_KEYS["ANTHROPIC_API_KEY"] not in request
+    assert leaked(printed) == [] and leaked(contexts.read_text("utf-8")) == []
+
+
+# -- 13. exact boundaries of masking (issue 28, test holes) ---------------------------------------
+
+def test_look_alikes_before_between_and_after_secrets_are_all_neutralised(
+        packs: list[Any]) -> None:
+    """Masking cuts the text at each secret; every piece is neutralised, the first one (before
+    any secret) included, so a forged ``[[SECRET_1]]`` never reaches the vendor as written."""
+    text = (f"[[SECRET_1]] first, then GITHUB_TOKEN={GITHUB} and SECRET_2 between, "
+            f"then STRIPE_KEY={STRIPE} and [[secret_deadbeef_3]] after")
+    messages = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+    scripted = ScriptedSummarizer(["Noted."])
+    Firewall(packs, placeholders=True, keep_last=1).compact(messages, summarizer=scripted)
+    sent = scripted.calls[0].turns[0].text
+    assert re.fullmatch(r"\[\[SECRET-1\]\] first, then GITHUB_TOKEN=(\[\[SECRET_[0-9a-f]{8}_\d\]\]) "
+                        r"and SECRET-2 between, then STRIPE_KEY=(\[\[SECRET_[0-9a-f]{8}_\d\]\]) "
+                        r"and \[\[secret-deadbeef_3\]\] after", sent), sent
+    table = Placeholders()
+    table.add([GITHUB])
+    for forged in ("[[SECRET_1]]", "SECRET_12 ", "[[SECRET_cafe0123_1]]"):
+        # right before the secret, and alone before it: the piece before is neutralised whole
+        masked = table.mask(forged + GITHUB)
+        assert masked == forged.replace("SECRET_", "SECRET-") + table.table[GITHUB], masked
+
+
+def test_a_secret_of_four_characters_is_masked_everywhere_and_three_only_where_found(
+        packs: list[Any]) -> None:
+    """The exact boundary of ``SECRET_MIN_CHARS`` (4): a 4-character password a rule found in
+    one turn is masked wherever it appears, in clear text no rule reads; a 3-character one only
+    where the rule found it (else every occurrence of three common letters would go)."""
+    from firewall.literals import SECRET_MIN_CHARS, SecretIndex
+
+    assert SECRET_MIN_CHARS == 4
+    four, three = "Zq7!", "Wk9"
+    messages = [{"role": "user", "content": f"password: {four} for {INVOICE}"},
+                {"role": "user", "content": f"and postgres://u:{three}@h/db"},
+                {"role": "assistant", "content": f"I will use {four} and {three} as you say."},
+                {"role": "assistant", "content": "ok"}]
+    fw = Firewall(packs, placeholders=True, keep_last=1)
+    assert {l.value for l in fw.scan(messages) if l.sensitive} >= {four, three}
+    scripted = ScriptedSummarizer([INVOICE])
+    fw.compact(messages, summarizer=scripted)
+    turns = [t.text for t in scripted.calls[0].turns]
+    assert four not in "\n".join(turns)
+    assert re.fullmatch(r"I will use \[\[SECRET_[0-9a-f]{8}_\d\]\] and Wk9 as you say\.",
+                        turns[2]), turns[2]
+    assert re.fullmatch(r"and postgres://u:\[\[SECRET_[0-9a-f]{8}_\d\]\]@h/db",
+                        turns[1]), turns[1]
+    # a literal holding a 4-character secret is itself sensitive; one holding 3 is not
+    index = SecretIndex([four, three])
+    assert index.touches(f"x{four}y") and index.touches(four) and not index.touches(f"x{three}y")
+    table = Placeholders()
+    table.add([four, three])
+    assert table.mask(f"{four}.{three}") == f"{table.table[four]}.{three}"
+
+
+# -- 14. the rest of the CLI: replay, report, mcp and the hooks (issue 28) -------------------------
+
+def claude_code_transcript(path: Path, session: str) -> Path:
+    """``conversation()`` as a Claude Code session file: user and assistant entries, tool calls
+    as ``tool_use`` blocks, their results as ``tool_result`` blocks of a user entry."""
+    lines, parent = [], None
+    for i, message in enumerate(conversation()[1:]):
+        uuid = f"c0000000-0000-4000-8000-{i:012d}"
+        if message["role"] == "tool":
+            content: Any = [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
+                             "content": message["content"]}]
+            role = "user"
+        elif message.get("tool_calls"):
+            content = [{"type": "text", "text": message["content"]}] + [
+                {"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                 "input": json.loads(c["function"]["arguments"])}
+                for c in message["tool_calls"]]
+            role = "assistant"
+        else:
+            content, role = message["content"], message["role"]
+        lines.append({"parentUuid": parent, "isSidechain": False, "userType": "external",
+                      "cwd": "/home/dev/shop", "sessionId": session, "version": "2.0.31",
+                      "uuid": uuid, "timestamp": f"2025-11-02T09:14:{i:02d}.000Z", "type": role,
+                      "message": {"role": role, "content": content}})
+        parent = uuid
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def run_hook_cli(event: str, payload: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+                 capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """``firewall hooks run EVENT`` with ``payload`` on stdin: (stdout, stderr)."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(payload)))
+    assert main(["hooks", "run", event]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_no_secret_leaves_through_replay_report_mcp_or_the_hooks(
+        tmp_path: Path, vendor_env: Capture, vendor: tuple[Capture, str],
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The 19 secrets of ``conversation()`` through every other command that sends text to a
+    vendor or writes it out: ``replay`` with a vendor summarizer, ``report`` of the replay and
+    of the audit log, ``mcp`` over the ledger and the log, and the Claude Code hooks (their
+    audit log, their messages, their errors). No piece of a secret in any request or output;
+    the ledger files (which hold secrets by design: the model's exact copy) are private."""
+    pytest.importorskip("anthropic")
+    capture, url = vendor
+    capture.reply = hostile
+    source, audit = write_conversation(tmp_path), tmp_path / "audit.db"
+    ledger, replayed = tmp_path / "run.ledger.json", tmp_path / "replay.jsonl"
+    contexts = tmp_path / "contexts.jsonl"
+    written: dict[str, str] = {}
+
+    # compact (for the ledger and the log) and replay, both through the capturing vendor
+    assert main(["compact", str(source), "--placeholders", "--keep-last", "2", "--audit-db",
+                 str(audit), "--ledger", str(ledger), "--summarizer", "anthropic"]) == 0
+    written["compact"] = capsys.readouterr().err
+    assert main(["replay", str(source), "--window", "400", "--watermark", "0.5",
+                 "--keep-last", "2", "--placeholders", "--json", "--contexts", str(contexts),
+                 "--summarizer", "anthropic"]) == 0
+    out = capsys.readouterr()
+    replayed.write_text(out.out, encoding="utf-8")
+    written["replay"], written["replay stderr"] = out.out, out.err
+    written["contexts"] = contexts.read_text("utf-8")
+    assert json.loads(out.out.splitlines()[-1])["compactions"]
+    assert len(capture.bodies("/messages")) >= 3  # compact, its re-ask, replay
+
+    # report: a page meant to be shared, from the replay and from the audit log
+    for name, option in (("replay", ["--replay", str(replayed)]),
+                         ("audit", ["--audit-db", str(audit)])):
+        page = tmp_path / f"report-{name}.html"
+        assert main(["report", *option, "--html", str(page)]) == 0
+        written[f"report of the {name}"] = page.read_text("utf-8") + capsys.readouterr().out
+
+    # mcp: every tool, through the SDK's own client over stdio
+    if importlib_util.find_spec("mcp") is not None:
+        with capsys.disabled():  # the SDK hands the server our stderr, which needs a file
+            written["mcp"] = mcp_answers(ledger, audit)
+
+    # the hooks: PreCompact, PostCompact (a summary that damages a secret), SessionStart
+    monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))
+    hooks_audit = tmp_path / "hooks-audit.db"
+    monkeypatch.setenv("FIREWALL_AUDIT_DB", str(hooks_audit))
+    session = "5f3c2a1e-8b7d-4e2f-9a10-3c4d5e6f7a8b"
+    transcript = claude_code_transcript(tmp_path / "session.jsonl", session)
+    event = {"session_id": session, "transcript_path": str(transcript),
+             "cwd": "/home/dev/shop", "permission_mode": "default"}
+    summary = f"Deploying {INVOICE} with token {GITHUB[:-3]}XYZ and key {AWS_ID[:-1]}Q."
+    for name, payload in (
+            ("pre-compact", {**event, "hook_event_name": "PreCompact", "trigger": "auto",
+                             "custom_instructions": ""}),
+            ("post-compact", {**event, "hook_event_name": "PostCompact", "trigger": "auto",
+                              "compact_summary": summary}),
+            ("session-start", {**event, "hook_event_name": "SessionStart",
+                               "source": "compact"})):
+        hook_out, hook_err = run_hook_cli(name, payload, monkeypatch, capsys)
+        assert hook_err == "", hook_err
+        written[f"hook {name} stderr"] = hook_err
+        if name == "post-compact":
+            message = json.loads(hook_out)["systemMessage"]
+            assert "altered" in message or "missing" in message, message
+            written["hook post-compact"] = message
+        if name == "session-start":
+            context = json.loads(hook_out)["hookSpecificOutput"]["additionalContext"]
+            # the re-injected ledger holds the exact values, for the agent's own model
+            assert context.startswith("<<<ledger ") and AWS_ID in context
+    [state] = (tmp_path / "state" / "sessions").glob("*.json")
+    data = json.loads(state.read_text("utf-8"))
+    written["hook state, but its values"] = json.dumps(
+        [{k: v for k, v in e.items() if k != "value"} for e in data["ledger"]["entries"]])
+
+    for log in (audit, hooks_audit):  # the logs, their WAL and shared memory
+        for f in sorted(log.parent.glob(log.name + "*")):
+            written[f.name] = f.read_bytes().decode("utf-8", "replace")
+    for request in capture.raw():
+        assert leaked(request) == [], "a piece of a secret reached a vendor"
+    for what, text in written.items():
+        assert leaked(text) == [], f"a piece of a secret in {what}"
+    assert INVOICE in written["report of the audit"] or INVOICE in written["audit.db"]
+    for private in (ledger, state):  # secrets in clear by design: the owner's eyes only
+        assert private.stat().st_mode & 0o077 == 0, private
+
+
+def mcp_answers(ledger: Path, audit: Path) -> str:
+    """Every MCP tool's answer over the ledger and the log, as JSON text."""
+    import sys
+
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "firewall.cli", "mcp", "--ledger", str(ledger), "--audit-db", str(audit)],
+        env={"FIREWALL_AUDIT_KEY": "test-installation-key"})
+
+    async def run() -> list[Any]:
+        async with Client(params) as client:
+            return [await client.call_tool(name, arguments) for name, arguments in (
+                ("pinned_literals", {}), ("find_pinned", {"rule": "secrets"}),
+                ("find_pinned", {"prefix": "AKIA"}), ("find_pinned", {"prefix": "ghp_"}),
+                ("find_pinned", {"rule": "github-token"}),
+                ("literal_survival", {"value": INVOICE}))]
+
+    answers = anyio.run(run)
+    assert not any(a.is_error for a in answers)
+    assert INVOICE in json.dumps(answers[0].model_dump(mode="json"))
+    return json.dumps([a.model_dump(mode="json") for a in answers])

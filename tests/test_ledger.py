@@ -292,6 +292,38 @@ def test_earlier_sighting_becomes_the_provenance():
                                                                  "invoice-number")
 
 
+def test_a_sighting_in_the_same_turn_keeps_the_first_provenance():
+    """Two rules find one value in one turn: the first sighting stays its provenance (only an
+    earlier turn replaces it)."""
+    led = make([lit("A-1", 3, "tool", tool="t", rule="core/order-id")])
+    led.update([lit("A-1", 3, "user", rule="billing/invoice-number")])
+    e = led.entries[0]
+    assert (e.first_seen, e.role, e.tool, e.rule, e.count) == (3, "tool", "t", "core/order-id", 2)
+
+
+def test_salience_counts_sightings_last():
+    """Equal in all else, the value seen more often is more salient, whatever the order."""
+    once, often = lit("ORD-1", 4, "tool"), lit("ORD-2", 4, "tool", count=3)
+    for literals in ([once, often], [often, once]):
+        led = make(literals)
+        by_value = {e.value: e for e in led.entries}
+        assert salience(by_value["ORD-2"]) > salience(by_value["ORD-1"])
+        assert [e.value for e in led.fit(keep_cost(led, ["ORD-2"]))] == ["ORD-1"]
+
+
+def test_salience_ties_evict_the_older_first_sighting_in_any_entry_order():
+    """Same salience (last seen together), different first sightings: the older goes first,
+    also in a ledger whose entries are not in first-sighting order (a file written by hand or
+    by another version)."""
+    older = LedgerEntry.from_literal(lit("ORD-1", 2, "tool"))
+    newer = LedgerEntry.from_literal(lit("ORD-2", 6, "tool"))
+    older.last_seen = newer.last_seen = 9
+    for entries in ([older, newer], [newer, older]):
+        led = Ledger(conversation_id="c", nonce=NONCE, key=KEY,
+                     entries=[e.model_copy() for e in entries])
+        assert [e.value for e in led.fit(keep_cost(led, ["ORD-2"]))] == ["ORD-1"]
+
+
 @PROPS
 @given(literals_st())
 def test_update_is_deterministic(literals):

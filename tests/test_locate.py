@@ -111,10 +111,22 @@ def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
         assert locator.use is use
 
 
-def test_the_generic_rules_have_locators():
-    by_qid = {r.qid: r for r in RULES}
+def test_the_generic_rules_have_locators_that_find_their_examples_literals():
+    """The three rules that run on every text have locators, and through them (ASCII bytes and
+    UTF-8 forms both) each example yields exactly its literals, each no-match text nothing."""
+    rules = {r.qid: r for r in Extractor(load_packs("core")).rules}  # fresh: use is ours to set
     for qid in ("core/id-token", "core/hex-digest", "core/number-id"):
-        assert by_qid[qid].locator is not None, qid
+        rule = rules[qid]
+        assert rule.locator is not None, qid
+        rule.locator.use = True  # the locator, not the trial's choice
+        for example in rule.rule.examples.match:
+            text = example.text
+            for data in (ascii_bytes(text), None):
+                assert [text[a:b] for a, b in rule.find(text, 5.0, data)] == example.literals, \
+                    (qid, text, data is None)
+        for text in rule.rule.examples.no_match:
+            assert rule.find(text, 5.0, ascii_bytes(text)) == [] == rule.find(text, 5.0), qid
+    assert rules["core/number-id"].find("order 8118291112, ext #40213", 5.0) == [(6, 16), (22, 28)]
 
 
 def test_lookbehind_becomes_a_consumed_character_and_lookaheads_merge():

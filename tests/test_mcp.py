@@ -120,6 +120,51 @@ def test_sensitive_values_never_leave_in_clear(served):
     assert survival["found"] and survival["compactions"][0]["sensitive"]
 
 
+GITHUB_AS_KEY = "ghp_" + "FAKEu8jzPde0IgxLd6GncfBAepfJBd0Kh8oO"
+
+
+@pytest.mark.parametrize("written", ["now", "before the fix"])
+def test_a_secret_used_as_a_key_is_not_in_any_field_path(written, tmp_path, monkeypatch):
+    """Issue 28, defect 3: a token used as a JSON object key in tool-call arguments came back
+    in clear in the ``field`` of every literal pinned under it (``arguments.tokens.ghp_….path``),
+    although its own value was ``hmac:…``. The ledger writes such a path masked, and the server
+    masks it in a ledger written before."""
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY)
+    arguments = {"tokens": {GITHUB_AS_KEY: {"path": "/srv/app/config.yaml", "id": OTHER}}}
+    messages = [{"role": "user", "content": f"Rotate the tokens of {INVOICE}."},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {
+                        "name": "rotate", "arguments": json.dumps(arguments)}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "rotated"},
+                {"role": "assistant", "content": "Done."}]
+    db, ledger_file = tmp_path / "audit.db", tmp_path / "run.ledger.json"
+    result = firewall.Firewall(audit=firewall.open_audit_log(db), keep_last=1).compact(
+        messages, summarizer=firewall.ExtractiveSummarizer())
+    fields = {e.value: e.field for e in result.ledger.entries}
+    assert fields["/srv/app/config.yaml"] == "arguments.tokens.[sensitive].path"
+    assert fields[GITHUB_AS_KEY] == "arguments.tokens.[sensitive]#key"
+    data = json.loads(result.ledger.to_json())
+    if written == "before the fix":  # the paths as the ledger used to write them
+        for entry in data["entries"]:
+            entry["field"] = entry["field"].replace("[sensitive]", GITHUB_AS_KEY)
+    ledger_file.write_text(json.dumps(data), "utf-8")
+    secret_entries = [e for e in data["entries"] if e["value"] == GITHUB_AS_KEY]
+    assert [e["sensitive"] for e in secret_entries] == [True]
+    on_disk = json.dumps([{k: v for k, v in e.items() if k != "value"} for e in data["entries"]])
+    assert (GITHUB_AS_KEY in on_disk) == (written == "before the fix")
+
+    async def steps(client):
+        return [await client.call_tool(name, arguments) for name, arguments in (
+            ("pinned_literals", {}), ("find_pinned", {"prefix": "/srv"}),
+            ("find_pinned", {"rule": "github-token"}), ("literal_survival", {"value": OTHER}))]
+
+    answers = call(db, [ledger_file], steps)
+    text = json.dumps([a.model_dump(mode="json") for a in answers])
+    assert GITHUB_AS_KEY not in text and GITHUB_AS_KEY[4:20] not in text
+    [path] = structured(answers[1])["entries"]
+    assert path["field"] == "arguments.tokens.[sensitive].path"
+
+
 def test_bad_question_and_missing_sources_are_said(tmp_path, served):
     _, ledger_file, _ = served
     missing_db, later = tmp_path / "none.db", tmp_path / "not-yet.json"
@@ -164,3 +209,20 @@ def test_without_ledger_files_it_serves_the_hooks_sessions(tmp_path, monkeypatch
     assert {e["value"] for e in answer["entries"]} == {INVOICE, OTHER}
     assert {e["ledger_file"] for e in answer["entries"]} == {
         str(tmp_path / "state" / "sessions" / "claude-session-1.json")}
+
+
+def test_a_field_path_masks_each_secret_at_its_exact_boundary():
+    """``literals.public_field``: a secret of 4+ characters is masked wherever it stands in a
+    path; a shorter one only as a whole key (a 3-character password must not eat every
+    ``abc`` of every path)."""
+    from firewall.literals import public_field
+
+    token = GITHUB_AS_KEY
+    assert public_field(f"arguments.tokens.{token}.path", [token]) == \
+        "arguments.tokens.[sensitive].path"
+    assert public_field(f"arguments.k{token}x#key", [token]) == "arguments.k[sensitive]x#key"
+    assert public_field("content.Zq7!.id", ["Zq7!"]) == "content.[sensitive].id"
+    for path in ("content.pw.id", "content.pw#key", "content.pw[0]", "content.pw"):
+        assert public_field(path, ["pw"]) == path.replace("pw", "[sensitive]")
+    assert public_field("content.pwd.id", ["pw"]) == "content.pwd.id"  # not a whole key
+    assert public_field("text", [token, "text"]) == "text"

@@ -603,13 +603,21 @@ def test_deeply_nested_arguments_string_is_kept_whole():
 
 @pytest.mark.parametrize("depth", [900, 100_000])
 def test_deeply_nested_json_tool_result_never_raises(builtin_extractor, depth):
-    # json.loads copes (or refuses) and a refused result is scanned as plain text
-    text = '{"order_id": ' * depth + '"#W1"' + "}" * depth
-    builtin_extractor.scan([Turn("tool", text, tool_name="t")])
+    # json.loads copes (or refuses) and a refused result is scanned as plain text: either way
+    # the order number at the bottom is found, once, whole
+    text = '{"order_id": ' * depth + '"#W2378156"' + "}" * depth
+    result = builtin_extractor.scan([Turn("tool", text, tool_name="t")])
+    assert [(l.value, l.turn) for l in result.literals] == [("#W2378156", 0)]
+    assert not result.timeouts
 
 
 def test_deeply_nested_tool_call_arguments_never_raise(builtin_extractor):
-    arguments: Any = "#W1"
+    arguments: Any = "#W2378156"
     for _ in range(sys.getrecursionlimit()):
         arguments = {"order_id": arguments}
-    builtin_extractor.scan([Turn("assistant", "", tool_calls=(ToolCall("f", arguments),))])
+    result = builtin_extractor.scan([Turn("assistant", "",
+                                          tool_calls=(ToolCall("f", arguments),))])
+    # found in the innermost argument, named by its path, not lost to the depth
+    (found,) = result.literals
+    assert found.value == "#W2378156" and found.field.startswith("arguments.order_id.order_id")
+    assert not result.timeouts

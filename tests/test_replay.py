@@ -2,6 +2,8 @@
 watermark."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -340,3 +342,80 @@ def test_a_claude_code_session_file_replays_like_any_recording(tmp_path, capsys)
     # the file the agent reads again after the compaction is in the composed context
     assert "/home/dev/shop/src/billing/module_0.py" in line["ledger"]
     assert "composed-context ID-like recall 100.0 % of 1 gold" in out
+
+
+# ── the Claude Code hooks at each replayed compaction (issue 31) ─────────────────────────────
+
+REPLAYED = Path(__file__).parent / "fixtures" / "transcripts" / "claude_code_replay.jsonl"
+
+
+def _kept(recall, n):
+    return round((recall or 0) * (n or 0))
+
+
+def test_replaying_a_claude_code_session_drives_the_hooks_at_each_compaction(capsys):
+    from firewall.formats import read_conversations
+    from firewall.replay import table_row
+
+    (conv,) = read_conversations(REPLAYED)
+    # a budget that must evict: the ledger loses gold, so the comparison is not 100 % = 100 %
+    fw = Firewall(None, budget_tokens=40, keep_last=2)
+    trigger = Trigger(window=2000)
+    replay = replay_conversation(conv, firewall=fw, trigger=trigger, keep_last=2)
+    done = [c for c in replay.compactions if c.compacted]
+    assert len(done) >= 3 and any(c.lost for c in done)
+    ledger = hooks = ledger_id = hooks_id = 0
+    for c in done:  # the hooks' figure beside the ledger's, at every compaction
+        assert c.recall_hooks is not None and c.recall_hooks_id_like is not None
+        assert c.hooks_tokens > 0
+        # summary + the hooks' block hold at least what summary + ledger hold
+        assert _kept(c.recall_hooks, c.gold) >= c.gold - c.lost
+        assert _kept(c.recall_hooks_id_like, c.gold_id_like) >= \
+            _kept(c.recall_context_id_like, c.gold_id_like)
+        ledger, hooks = ledger + c.gold - c.lost, hooks + _kept(c.recall_hooks, c.gold)
+        ledger_id += _kept(c.recall_context_id_like, c.gold_id_like)
+        hooks_id += _kept(c.recall_hooks_id_like, c.gold_id_like)
+    assert hooks >= ledger and hooks_id >= ledger_id
+    totals = Totals()
+    totals.add(replay)
+    text = format_totals(totals, trigger)
+    assert f"through the hooks ({len(done)} compaction(s)" in text
+    assert "0 compaction(s) where the hooks hold less gold (ID-like or strict)" in text
+    assert "+ hooks' block: ctx ID" in table_row(replay)
+    # JSON lines carry the figures; a recording that is not a session file has none
+    assert ReplayConversation.model_validate_json(replay.model_dump_json()) == replay
+    other = replay_conversation(conversation(), firewall=fw, trigger=Trigger(
+        window=window_for(session(), 0.4)), keep_last=2)
+    assert other.compactions and all(c.hooks_tokens is None for c in other.compactions)
+    assert "+ hooks' block" not in table_row(other)
+
+
+def test_the_replayed_session_file_is_what_claude_code_would_have_written(tmp_path):
+    from firewall.formats import read_conversations
+    from firewall.formats.transcripts import read_transcript
+    from firewall.hook_eval import ReplayedSession
+
+    (conv,) = read_conversations(REPLAYED)
+    assert conv.meta["boundaries"] == [18]  # the session's own compaction
+    session = ReplayedSession.of(conv, Firewall(None))
+    first = session.compacted(9, "First summary: INC-40417 traced.", last=12)
+    second = session.compacted(25, "Second summary.", last=27)
+    path = tmp_path / "replayed.jsonl"
+    path.write_bytes(session.written)
+    chunk = read_transcript(path)
+    # the replay's two compactions replace the session's own (its summary stays a message)
+    assert chunk.boundaries == [10, 27] and not chunk.bad
+    assert [chunk.turns[b].text for b in chunk.boundaries] == \
+        ["First summary: INC-40417 traced.", "Second summary."]
+    assert all(chunk.turns[b].role == "assistant" for b in chunk.boundaries)
+    recorded = [t for i, t in enumerate(chunk.turns) if i not in chunk.boundaries]
+    assert [t.text for t in recorded] == [t.text for t in conv.turns[:28]]
+    assert [t.tool_calls for t in recorded] == [t.tool_calls for t in conv.turns[:28]]
+    # what the agent has after each: the summary, then the block of the values it lacks
+    for (text, tokens, block), summary in ((first, "First summary"), (second, "Second")):
+        assert text.startswith(summary) and block in text and tokens > 0
+        assert block.startswith("<<<ledger ")
+    assert "INC-40417" not in first[2].split("\n", 2)[2]  # the summary holds it
+    session.close()
+    assert not os.path.exists(session._dir.name)
+    assert ReplayedSession.of(conversation(), Firewall(None)) is None

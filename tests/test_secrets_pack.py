@@ -265,3 +265,18 @@ def test_a_long_secret_manifest_is_read_whole_without_a_timeout(extractor):
     assert result.timeouts == []
     flagged = {lit.value for lit in result.literals if lit.sensitive}
     assert set(values) <= flagged and not any(v.startswith("value") for v in flagged)
+
+
+def test_sensitivity_precision_on_false_positive_cases(extractor):
+    """Issue 28: lines in the style of a secret scanner's own false-positive tests (names that
+    say key/secret/password, references such as ``var.db_password`` or ``$(cat ...)``,
+    identifiers such as ``struct_X509_pubkey_st`` or ``s.AcceptanceTimeoutSeconds``, ids beside
+    key-ish names) were flagged sensitive 14 % of the time, and every name overlapping such a
+    match inherited it. At most 8 % may be, and every secret of the fixture stays flagged, as
+    user text, tool output and a tool-call argument."""
+    from secret_precision import measure
+
+    result = measure(extractor)
+    assert result.negatives >= 100 and result.positives >= 90
+    assert result.false_positive_share <= 0.08, result.flagged
+    assert result.missed == []

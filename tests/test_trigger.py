@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compose import Span, choose_span
+from firewall.compose import (Span, choose_span, compose, splits_tool_pair, turn_tokens,
+                              with_tool_pairs)
 from firewall.errors import FirewallError
 from firewall.formats import parse_messages
 from firewall.guard import Firewall
 from firewall.ledger import Ledger, find_blocks
 from firewall.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
+from firewall.turns import ToolCall, Turn
 from firewall.trigger import (BACKING_OFF, SKIPPED, Trigger, exchange_ends_before,
                               live_tokens)
 
@@ -168,6 +170,38 @@ def test_watermark_is_a_share_of_the_window():
     assert not trigger.fires(25_600) and trigger.fires(25_601)
 
 
+def test_the_headroom_is_a_share_of_the_threshold_not_of_the_window():
+    """A watermark of half the window: the threshold is 500 tokens, and 20 % headroom leaves a
+    target of 400 (20 % of the 1,000-token window would leave 300)."""
+    trigger = Trigger(window=1_000, watermark=0.5, headroom=0.2)
+    assert trigger.threshold == 500 and trigger.target == 400
+    assert trigger.relieves(400) and not trigger.relieves(401)
+    assert Trigger(window=1_000, watermark=0.5, headroom=0).target == 500
+
+
+def test_the_threshold_rounds_down_so_the_trigger_never_fires_late():
+    trigger = Trigger(window=999, watermark=0.5)  # 499.5 tokens
+    assert trigger.threshold == 499 and trigger.fires(500) and not trigger.fires(499)
+
+
+def test_a_result_without_an_id_still_opens_no_tail():
+    """Results without ids (a format or harness that gives none): a tail opening on a tool
+    result splits it from its call, whatever ids say."""
+    turns = [Turn("user", "look it up"), Turn("assistant", tool_calls=(ToolCall("f", {}),)),
+             Turn("tool", "found", tool_name="f"), Turn("assistant", "done")]
+    assert splits_tool_pair(turns, 2) and not splits_tool_pair(turns, 3)
+    assert not splits_tool_pair(turns, 1)
+    assert choose_span(turns, keep_last=2) == Span(0, 1)
+
+
+def test_an_empty_assistant_turn_ends_no_exchange():
+    """Only an answer in text ends an exchange: an empty assistant turn (a model that wrote
+    nothing) followed by another assistant turn does not."""
+    turns = [Turn("user", "hi"), Turn("assistant", ""), Turn("assistant", "Hello.")]
+    assert not exchange_ends_before(turns, 2)
+    assert exchange_ends_before(turns + [Turn("assistant", "More.")], 3)
+
+
 # ── preemptive ─────────────────────────────────────────────────────────────────────────────
 
 def test_preemptive_compacts_before_a_turn_whose_output_would_cross(fw):
@@ -214,6 +248,73 @@ def test_the_nudge_moves_the_boundary_back_to_the_end_of_an_exchange():
 def test_the_nudge_never_moves_before_the_span_start():
     turns = parse_messages(native()).turns
     assert Trigger(window=10, nudge=50).boundary(turns, Span(1, 4)) == 2
+
+
+def test_the_nudge_reaches_an_exchange_exactly_nudge_turns_back():
+    """Boundary of the nudge's search: from the span's end (9, the final answer) the last
+    exchange ended 3 turns back (at 6, "And the order ...?"); a nudge of 3 reaches it, 2 does
+    not."""
+    turns = parse_messages(native()).turns
+    assert exchange_ends_before(turns, 6)
+    assert not any(exchange_ends_before(turns, b) for b in (7, 8, 9))
+    assert Trigger(window=10, nudge=3).boundary(turns, Span(1, 9)) == 6
+    assert Trigger(window=10, nudge=2).boundary(turns, Span(1, 9)) == 9
+
+
+def test_a_final_tool_result_stays_with_its_call_at_keep_last_1():
+    """A conversation that ends on a tool result: a one-turn tail would hold the result
+    without its call; the span ends before the call instead."""
+    turns = parse_messages(native()[:9]).turns  # ..., call c3, result c3
+    assert [t.role for t in turns[-2:]] == ["assistant", "tool"]
+    assert choose_span(turns, keep_last=1) == Span(1, 7)
+    assert choose_span(turns, keep_last=0) == Span(1, 9)  # nothing kept: nothing split
+    assert choose_span(turns, keep_last=2) == Span(1, 7)
+
+
+def test_keep_tokens_is_the_least_the_whole_tail_holds_its_keep_last_turns_included():
+    turns = parse_messages(native()).turns  # ..., answer (5), follow-up (6), call, result, answer
+    last, follow_up = turn_tokens(turns[9]), turn_tokens(turns[6])
+    assert choose_span(turns, keep_last=1, keep_tokens=last) == Span(1, 9)  # the answer holds it
+    assert choose_span(turns, keep_last=1, keep_tokens=last + 1).end < 9  # one more turn needed
+    # the tail takes whole turns back to the follow-up, and never splits a call from its result
+    needed = sum(turn_tokens(t) for t in turns[6:])
+    assert choose_span(turns, keep_last=0, keep_tokens=needed) == Span(1, 6)
+    assert choose_span(turns, keep_last=0, keep_tokens=needed - follow_up) == Span(1, 7)
+    assert choose_span(turns, keep_last=0, keep_tokens=needed - follow_up + 1) == Span(1, 6)
+    assert choose_span(turns, keep_last=4, keep_tokens=1) == Span(1, 6)  # keep_last rules
+    assert choose_span(turns, keep_last=0, keep_tokens=10**9) == Span(1, 1)  # all but system
+
+
+@pytest.mark.parametrize("kept", [2, 3, 4])
+def test_a_kept_parallel_call_keeps_every_result_and_a_kept_result_its_call(kept):
+    """Turn 2 calls c1 and c2 in parallel, turns 3 and 4 are their results: keeping any of the
+    three verbatim (a withheld turn, a literal too long to pin) keeps all three."""
+    turns = parse_messages(native()).turns
+    assert with_tool_pairs(turns, [kept], Span(1, 9)) == [2, 3, 4]
+    assert with_tool_pairs(turns, [kept, 8], Span(1, 9)) == [2, 3, 4, 7, 8]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kept", range(2, 9))
+def test_composed_messages_never_hold_a_call_without_its_results(fmt, kept):
+    conversation = parse_messages(FORMATS[fmt]())
+    turns = conversation.turns
+    span = Span(next(i for i, t in enumerate(turns) if t.role != "system"), len(turns) - 1)
+    if kept not in span:
+        return
+    out = compose(conversation, span, "summary", "ledger", keep=[kept])
+    calls, results = call_ids(out)
+    assert calls == results
+
+
+def test_a_kept_responses_output_keeps_its_call_item_by_id():
+    """Responses API items: call c1, call c2, output c1, output c2. Keeping output c2 keeps
+    call c2 (two items back), and keeping call c1 keeps output c1 (across call c2)."""
+    turns = parse_messages(responses()).turns
+    assert [t.role for t in turns[3:7]] == ["assistant", "assistant", "tool", "tool"]
+    span = Span(1, len(turns) - 1)
+    assert with_tool_pairs(turns, [6], span) == [4, 6]
+    assert with_tool_pairs(turns, [3], span) == [3, 5]
 
 
 # ── re-compaction and the harness loop ─────────────────────────────────────────────────────
@@ -385,6 +486,23 @@ def test_a_failing_summarizer_is_not_called_before_every_model_call(fw):
     assert result.compacted
     assert fw.compact_if_due(history, trigger, ledger=ledger, summarizer=down) is not None
     assert down.calls == 4  # the back-off started over: the next firing was tried at once
+
+
+def test_the_back_off_doubles_up_to_its_cap_of_32_messages(fw):
+    from firewall.guard import BACK_OFF_MAX
+
+    messages, ledger, down = native(), Ledger.new("capped"), Down()
+    trigger = Trigger(window=tokens(messages) - 1, watermark=1.0)
+    tried, history = [], messages
+    for extra in range(96):
+        history = history + ([{"role": "user", "content": f"Any news, {extra}?"}]
+                             if extra else [])
+        before = down.calls
+        fw.maybe_compact(history, trigger, ledger=ledger, summarizer=down)
+        if down.calls > before:
+            tried.append(extra)
+    assert BACK_OFF_MAX == 32
+    assert tried == [0, 2, 6, 14, 30, 62, 94]  # waits of 2, 4, 8, 16, 32, then 32 again
 
 
 @pytest.mark.parametrize("kwargs", [{"window": 0}, {"window": 100, "watermark": 0},

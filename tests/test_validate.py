@@ -377,3 +377,48 @@ def test_a_near_miss_beside_a_chinese_japanese_or_korean_word_is_a_mutation(summ
     [finding] = validate(summary, [("#W2378156", "r")],
                          source=["注文#W2378165を確認しました"]).findings
     assert finding.status == "missing"
+
+
+SHA_ELIDED_MIN = "9fce…1af8"  # 4 + 4 characters kept around the ellipsis
+_W12 = "-".join(f"{chr(97 + i)}{i + 1}" for i in range(12))
+_W13 = "-".join(f"{chr(97 + i)}{i + 1}" for i in range(13))
+
+
+# (literal, what the summarizer wrote, the reason, or None: not a mutation), each pair on
+# either side of one threshold of the module docstring
+BOUNDARIES = [
+    # identifiers of 4 characters or more get edits; shorter ones only normalisation
+    ("A1B2", "A1B3", "edited"),
+    ("A1B", "A1C", None),
+    # pure digits: 6 before edits count (prices, years and counts are left alone)
+    ("123456", "123457", "edited"),
+    ("12345", "12346", None),
+    # one edit up to 8 characters, two from 9
+    ("AB12CD34", "AB1XCY34", None),
+    ("AB12CD345", "AB1XCY345", "edited"),
+    # a truncation keeps 5 characters or more, and at least half of the literal
+    ("ABCDE12345", "ABCDE", "truncated"),
+    ("ABCDE12345", "ABCD", None),
+    ("ABCDE123456", "ABCDE", None),
+    # a changed middle: 3 characters kept at each end, and 60 % of the literal in all
+    ("ABC1234DEF", "ABC9876DEF", "edited"),
+    ("ABC1234DEFG", "ABC98765EFG", None),
+    # separators count from 4 characters without them
+    ("AB-12", "AB_12", "separator changed"),
+    ("AB-1", "AB_1", None),
+    # separators changed across up to WINDOW_TOKENS (12) tokens
+    (_W12, _W12.replace("-", " "), "separator changed"),
+    (_W13, _W13.replace("-", " "), None),
+    # an elided middle keeps 8 characters or more around the ellipsis
+    (SHA, SHA_ELIDED_MIN, "truncated"),
+    (SHA, "9fce…af8", None),
+]
+
+
+@pytest.mark.parametrize(("literal", "written", "reason"), BOUNDARIES)
+def test_each_threshold_of_the_validator_at_its_boundary(literal, written, reason):
+    verdict = validate(f"The customer asked about {written}, twice.", [literal])
+    if reason is None:
+        assert [f.status for f in verdict.findings] == ["missing"], verdict.findings
+    else:
+        assert _one_mutation(literal, written).reason == reason

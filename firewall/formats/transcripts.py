@@ -70,6 +70,9 @@ class TranscriptChunk:
     # per compaction: the byte offsets where its boundary line starts and where the line that
     # completes it (Claude Code's summary entry, Codex's ``compacted`` line) ends
     cuts: list[tuple[int, int]] = field(default_factory=list)
+    # per turn: the byte offset where the line it was read from ends (a replay writes the
+    # session file as it stood after any turn)
+    ends: list[int] = field(default_factory=list)
 
     @property
     def skipped(self) -> int:
@@ -111,6 +114,8 @@ def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> Transcript
     chunk = TranscriptChunk(offset=offset + end)
     claude: list[tuple[dict[str, Any], tuple[str, str | None] | None]] = []
     sidechain: list[tuple[dict[str, Any], tuple[str, str | None] | None]] = []
+    claude_ends: list[int] = []
+    sidechain_ends: list[int] = []
     start = offset
     for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
         at, start = start, start + len(raw) + 1
@@ -134,6 +139,7 @@ def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> Transcript
         if kind in _CODEX_LINE_TYPES and "payload" in line:
             chunk.agent = chunk.agent or "codex"
             _codex_line(line, chunk, number, (at, start))
+            chunk.ends += [start] * (len(chunk.turns) - len(chunk.ends))
             continue
         if not isinstance(line.get("message"), dict) or kind not in ("user", "assistant"):
             chunk.ignore(kind)
@@ -144,17 +150,20 @@ def read_transcript(path: str | os.PathLike[str], offset: int = 0) -> Transcript
             chunk.bad.append((number, f"a {kind} entry whose message is malformed"))
         elif line.get("isSidechain") is True:  # a subagent's turn, not in this context
             sidechain.append(message)
+            sidechain_ends.append(start)
         else:
             if line.get("isCompactSummary") and chunk.cuts and len(chunk.boundaries) == len(
                     chunk.cuts) and chunk.boundaries[-1] == len(chunk.turns) + len(claude):
                 chunk.cuts[-1] = (chunk.cuts[-1][0], start)  # the summary completes the cut
             claude.append(message)
+            claude_ends.append(start)
     if sidechain and not claude and not chunk.turns:
-        claude = sidechain  # a subagent's own transcript
+        claude, claude_ends = sidechain, sidechain_ends  # a subagent's own transcript
     elif sidechain:
         chunk.ignored["sidechain"] = len(sidechain)
     if claude:
         chunk.turns += _claude_turns(claude)
+        chunk.ends += claude_ends
     return chunk
 
 
