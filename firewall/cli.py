@@ -13,7 +13,8 @@ from .budget import Budget, parse_budget
 from .errors import FirewallError
 from .options import (add_audit_options, add_dask_option, add_fail_fast_option,
                       add_keep_last_option, add_placeholders_option, add_rules_option,
-                      add_summarizer_options, add_tokens_option, missing_log_file, non_negative, packs_from_args,
+                      add_salience_option, add_summarizer_options, add_tokens_option,
+                      missing_log_file, non_negative, packs_from_args, salience_from_args,
                       summarizer_from_args)
 
 MIXED_SCRIPT_NOTE = "mixed script: look-alike letters, a spoofing signal"
@@ -258,7 +259,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
                   policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
                   required=args.required, audit=_audit_log(args),
                   summarizer=summarizer_from_args(args),
-                  template=_template(args))
+                  template=_template(args), salience=salience_from_args(args))
     ledger_path = Path(args.ledger) if args.ledger else None
     ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
         if ledger_path and ledger_path.exists() else None
@@ -587,6 +588,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     compact.add_argument("--ledger", metavar="PATH",
                          help="ledger JSON to continue from and to save (cumulative)")
     add_audit_options(compact)
+    add_salience_option(compact)
     compact.add_argument("--out", metavar="PATH", help="write the compacted conversation(s)")
     compact.add_argument("--json", action="store_true", help="JSON output with a report")
     add_fail_fast_option(compact)
@@ -671,6 +673,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     lazy("diagnose", lambda: _import("diagnostics").add_diagnose_command(sub))
     lazy("report", lambda: _import("report").add_report_command(sub))
     lazy("mcp", lambda: _import("mcp_server").add_mcp_command(sub))
+    lazy("salience", lambda: _import("salience_fit").add_salience_command(sub))
     return parser
 
 

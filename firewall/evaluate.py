@@ -493,11 +493,13 @@ class EvalTask:
     fractions: Sequence[float]
     budget: int | str | Budget
     keep_last: int
+    salience: Any = None  # a Salience; None: the built-in one
 
     def setup(self) -> Any:
         from .guard import Firewall
 
-        return Firewall(self.packs)  # the same extraction, ledger update and fit as compaction
+        # the same extraction, ledger update and fit as compaction
+        return Firewall(self.packs, salience=self.salience)
 
     def partial(self) -> Tallies:
         """Where consecutive results are added (on the worker: one per range)."""
@@ -521,18 +523,21 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         keep_last: int = 4, ledgers: Any = None,
         progress: Callable[[str], None] | None = None,
         read: Callable[[str | Path], Iterable[Conversation]] | None = None,
-        scored: Callable[[EvalTask], Iterable[tuple[str, Tallies]]] | None = None
-        ) -> dict[str, Any]:
+        scored: Callable[[EvalTask], Iterable[tuple[str, Tallies]]] | None = None,
+        salience: Any = None) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
     ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
     file's conversations are read, one at a time (default ``read_conversations``).
     ``scored``: maps the task over the files' conversations (``distributed``), yielding
     ``(file, tallies)`` of consecutive conversations in input order; the result is the same.
+    ``salience``: the ``Salience`` ranking what the budget keeps (None: the built-in one).
     """
     from .formats import read_conversations
+    from .salience import load_salience
 
-    task = EvalTask(packs, tuple(fractions), budget, keep_last)
+    salience = salience or load_salience(None)
+    task = EvalTask(packs, tuple(fractions), budget, keep_last, salience)
     if scored is None:
         read = read or read_conversations
         firewall = task.setup()
@@ -558,6 +563,7 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
     return {"conversations": total.conversations, "cuts": total.cuts,
             "budget": str(budget) if isinstance(budget, Budget) else budget,
             "keep_last": keep_last, "fractions": list(fractions),
+            "salience": salience.describe(),
             "groups": [{"source": s, "frac": f, "cuts": total.cut_counts[(s, f)],
                         **{c: t.summary() for c, t in ts.items()}}
                        for (s, f), ts in total.groups.items()]}
@@ -638,6 +644,7 @@ def format_report(result: dict[str, Any]) -> str:
     lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
                  f"budget {result['budget']}"
                  f"{' tokens' if isinstance(result['budget'], int) else ''}; "
+                 f"salience {result.get('salience', 'hand-set (built-in)')}; "
                  f"recall and cost in %")
     counter = result.get("tokens", "estimate")
     lines.append(f"ID-like / strict: gold counts; cost = ledger tokens / span tokens (messages "
@@ -662,16 +669,17 @@ def _fractions(text: str) -> list[float]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from .distributed import open_mapper
-    from .options import packs_from_args
+    from .options import packs_from_args, salience_from_args
 
     packs = packs_from_args(args)
+    salience = salience_from_args(args)
     out = open(args.ledgers, "w", encoding="utf-8") if args.ledgers else None
     try:
         with open_mapper(args.dask, args.dask_partition) as mapper, \
                 mapper.files(args.files, fail_fast=args.fail_fast, label="eval") as files:
             result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
                          keep_last=args.keep_last, ledgers=out,
-                         scored=lambda task: mapper.map(task, files))
+                         scored=lambda task: mapper.map(task, files), salience=salience)
             bad = files.report()
     finally:
         if out is not None:
@@ -721,7 +729,7 @@ Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless n
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
     from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                          add_rules_option, add_tokens_option)
+                          add_rules_option, add_salience_option, add_tokens_option)
 
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations",
@@ -737,6 +745,7 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
                              f"{str(Budget()).replace('%', '%%')}), tokens, or a share of each "
                              f"compacted span without floor or cap, e.g. 5%%")
     add_keep_last_option(parser, " in the +lastN, lastN and user+lastN contexts, as compact")
+    add_salience_option(parser)
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
                         help="write one JSON line per (conversation, k) with the pinned literals")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")

@@ -28,8 +28,7 @@ from .compose import Span, choose_span, compose, turn_tokens, with_tool_pairs
 from .errors import AuditError, CompactionRefused, FirewallError, SummarizerError
 from .extract import Extractor, ScanMemo, Scanner, scalar_leaves
 from .formats import FORMATS, parse_messages
-from .ledger import (LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, contextual_salience,
-                     find_blocks, uses)
+from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, find_blocks, uses
 from .literals import Literal
 from .packs import Pack, load_packs
 from .placeholders import Placeholders, uncut
@@ -240,6 +239,9 @@ class Firewall:
     there is not what the user asked for. A user-typed literal that also occurs in the template
     or in the conversation's system prompt is pinned like any other but not *required* of the
     summary.
+
+    ``salience``: what ranks the entries a budget keeps: a ``salience.Salience``, the path of a
+    salience file (``firewall salience fit``), or None for the built-in one.
     """
 
     def __init__(self, packs: Iterable[Pack | str] | None = None, *,
@@ -247,7 +249,8 @@ class Firewall:
                  max_retries: int = 2, policy: Policy = "reinject", keep_last: int = 8,
                  keep_tokens: int | None = None, required: str = "user",
                  placeholders: bool = False, audit: Any = None,
-                 summarizer: Any = None, template: str | None = None) -> None:
+                 summarizer: Any = None, template: str | None = None,
+                 salience: Any = None) -> None:
         if policy not in POLICIES:
             raise FirewallError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
         if required not in ("rules", "user", "all"):
@@ -277,6 +280,10 @@ class Firewall:
         self.audit = open_audit_sink(audit) if isinstance(audit, (str, bytes)) or \
             hasattr(audit, "__fspath__") else audit
         self.summarizer = summarizer
+        # which entries a budget keeps: a Salience, a salience file, or None (the shipped one)
+        from .salience import Salience, load_salience
+
+        self.salience = salience if isinstance(salience, Salience) else load_salience(salience)
 
     # ── one-shot calls ──────────────────────────────────────────────────────────────────
 
@@ -389,7 +396,7 @@ class Firewall:
         ledger.update(lit for lit in scan.literals if len(lit.value) <= LITERAL_MAX_CHARS)
         originals = [t for t in turns if not is_own_message(t)]
         return (Pinned(scan.literals, scan.timeouts, [], oversize),
-                contextual_salience(uses(ledger.entries, originals)))
+                self.salience.key(ledger.entries, originals))
 
     def budget_for(self, turns: Sequence[Turn] | None,
                    budget: int | str | Budget | None = None) -> int:

@@ -39,7 +39,9 @@ fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with
 its HMAC key, the transcript offset read so far, the re-injection flag, whether the ledger is
 the last compaction's, the values its summary held), written atomically; the state dir is ``FIREWALL_STATE_DIR`` or the user state
-dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log. A hook never breaks the
+dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log; the salience model
+ranking what the block keeps is ``FIREWALL_SALIENCE`` (a file of ``firewall salience fit``) or
+the built-in one. A hook never breaks the
 agent: on any error it writes one line to stderr and exits 0.
 """
 
@@ -412,8 +414,9 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
         fw = None
         if name in ("pre-compact", "post-compact") or _unpinned(name, event):
             from .guard import Firewall
+            from .salience import salience_from_env
 
-            fw = Firewall(rules or None)
+            fw = Firewall(rules or None, salience=salience_from_env())  # $FIREWALL_SALIENCE
         output = HANDLERS[name](event, fw, agent)
         if output:
             stdout.write(json.dumps(output, ensure_ascii=False) + "\n")

@@ -705,6 +705,9 @@ def contextual_salience(used: dict[str, int],
     Lines per role took them to 94.3 / 78.0 % and 87.8 / 64.9 %. The value-per-token order itself
     replaced a lexicographic one (required, user, ID-shaped, specific, priority, recency) that
     filled budgets with listing entries: 85.3 % of the ID-like gold against 68.8 % at 5 %.
+
+    The package ships this weighting as data (``salience.json``, applied by ``firewall.salience``
+    key for key); fitted weights did not beat it held out (``benchmarks/salience_cv.py``).
     """
     listed = getattr(used, "listed", {})
     # A listing's entries rank with one of few when the span used a path of their folder: the

@@ -171,3 +171,17 @@ def missing_log_file(spec: str | None) -> str | None:
         return None
     path = Path(spec).expanduser() if spec else default_db_path()
     return None if path.exists() else str(path)
+
+
+def add_salience_option(parser: argparse.ArgumentParser) -> None:
+    """``--salience FILE``: which entries the ledger's budget keeps (``firewall salience``)."""
+    parser.add_argument("--salience", metavar="FILE",
+                        help="salience model (JSON, from `firewall salience fit`) ranking what "
+                             "the ledger's budget keeps (default: the built-in hand-set one)")
+
+
+def salience_from_args(args: argparse.Namespace) -> Any:
+    """The ``Salience`` that ``--salience`` names (the built-in one without it)."""
+    from .salience import load_salience
+
+    return load_salience(getattr(args, "salience", None))

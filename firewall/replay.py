@@ -471,13 +471,14 @@ class ReplayTask:
     summarizer: argparse.Namespace  # summarizer, model, base_url: see summarizer_from_args
     contexts: bool
     placeholders: bool = False  # secrets go to the summarizer as placeholders, as compact's
+    salience: Any = None  # a Salience; None: the built-in one
 
     def setup(self) -> tuple[Any, Any]:
         from .guard import Firewall
         from .options import summarizer_from_args
 
         return (Firewall(self.packs, budget_tokens=self.budget, keep_last=self.keep_last,
-                         placeholders=self.placeholders),
+                         placeholders=self.placeholders, salience=self.salience),
                 summarizer_from_args(self.summarizer))
 
     def __call__(self, state: tuple[Any, Any], path: str, conversation: Conversation
@@ -494,14 +495,15 @@ class ReplayTask:
 def cmd_replay(args: argparse.Namespace) -> int:
     from .audit import escape_surrogates
     from .distributed import open_mapper
-    from .options import packs_from_args
+    from .options import packs_from_args, salience_from_args
 
     trigger = Trigger(window=args.window, watermark=args.watermark, policy=args.trigger,
                       expected_output=args.max_tokens)
     summarizer = argparse.Namespace(summarizer=args.summarizer, model=args.model,
                                     base_url=args.base_url)
     task = ReplayTask(packs_from_args(args), args.budget, args.keep_last, trigger, summarizer,
-                      contexts=bool(args.contexts), placeholders=args.placeholders)
+                      contexts=bool(args.contexts), placeholders=args.placeholders,
+                      salience=salience_from_args(args))
     out: IO[str] | None = open(args.contexts, "w", encoding="utf-8") if args.contexts else None
     totals = Totals()
     try:
@@ -577,7 +579,8 @@ secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a
 def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall replay`` on the CLI's subparsers."""
     from .options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                          add_placeholders_option, add_rules_option, add_summarizer_options,
+                          add_placeholders_option, add_rules_option, add_salience_option,
+                          add_summarizer_options,
                           add_tokens_option, non_negative)
 
     parser = subparsers.add_parser(
@@ -607,6 +610,7 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
                         help=f"ledger budget: auto (the default, as compact: "
                              f"{str(Budget()).replace('%', '%%')}), tokens, or a share of each "
                              f"compacted span, e.g. 5%%")
+    add_salience_option(parser)
     parser.add_argument("--json", action="store_true",
                         help="one JSON line per conversation (firewall.replaylog) instead of "
                              "the table")
