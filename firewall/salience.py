@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import FirewallError
-from .ledger import (ASSISTANT, CALL, LISTED_MAX, USER, VALUE_SEP, LedgerEntry, SpanUses,
+from .ledger import (ASSISTANT, CALL, LISTED_MAX, USER, VALUE_SEP, LedgerEntry, SpanUses, folder,
                      id_shaped, occurring, uses, value_text)
 from .tokens import TokenCounter, count_tokens
 
@@ -71,6 +71,7 @@ class SpanContext:
     calls: dict[str, int] = field(default_factory=dict)
     start: int = 0
     end: int = 0
+    near: frozenset[str] = frozenset()  # folders of the paths the span used
 
 
 def _kind_of_argument(arg: str) -> int:
@@ -101,18 +102,21 @@ def span_context(entries: Sequence[LedgerEntry], turns: Sequence[Any], *,
     used = uses(entries, turns)
     where = occurring((e.value for e in entries), call_arguments(turns)) if calls else {}
     seen = [e.last_seen for e in entries] + [e.first_seen for e in entries]
-    return SpanContext(used, where, min(seen, default=0), max(seen, default=0))
+    near = frozenset(folder(v) for v, bits in used.items() if bits and "/" in v) - {""}
+    return SpanContext(used, where, min(seen, default=0), max(seen, default=0), near)
 
 
 # ── features ────────────────────────────────────────────────────────────────────────────────
 
 def _tier(e: LedgerEntry, c: SpanContext) -> float:
     """2: typed by the user, or used by the agent (in a call or its text); 1: specific (one of
-    few values of its kind in its message, or shown elsewhere); 0: one of a listing."""
+    few values of its kind in its message, shown elsewhere, or a listed path in the folder of
+    a path the span used); 0: one of a listing."""
     u = c.uses.get(e.value, 0)
     if e.role == "user" or u & (CALL | ASSISTANT):
         return 2
-    return 1 if u or getattr(c.uses, "listed", {}).get(e.value, 1) <= LISTED_MAX else 0
+    return 1 if u or getattr(c.uses, "listed", {}).get(e.value, 1) <= LISTED_MAX or (
+        "/" in e.value and folder(e.value) in c.near) else 0
 
 
 def _listed(e: LedgerEntry, c: SpanContext) -> int:
