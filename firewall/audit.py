@@ -446,6 +446,11 @@ class _ScanningLog(_Keyed):
         return 1 + max((r.compaction for r in self._records()
                         if r.conversation_id == conversation_id), default=0)
 
+    def recall(self, query: Any) -> list[Any]:
+        from .archive import NO_ARCHIVE
+
+        raise AuditError(f"audit log {self.path}: {NO_ARCHIVE}")
+
 
 def _one(log: Any, prefix: str, matches: list[Any]) -> Any:
     if not prefix or len(matches) > 1:
@@ -841,6 +846,53 @@ class SQLiteAuditLog(_Keyed):
                                (conversation_id,)).fetchone()
         return (row[0] or 0) + 1
 
+    # -- the archive (firewall.archive): every literal a compaction extracted
+
+    def write_archive(self, conversation_id: str, compaction: int, entries: list[Any],
+                      limits: Any = None) -> Any:
+        """Add a compaction's ``ArchiveEntry`` list to its conversation's archive (one
+        transaction); returns ``archive_sqlite.ArchiveWrite``."""
+        from . import archive_sqlite
+        from .archive import ArchiveLimits
+
+        self._keep_open()
+        with self._connect("writing the archive") as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = archive_sqlite.write(conn, conversation_id, compaction, entries,
+                                            limits or ArchiveLimits())
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return done
+
+    def recall(self, query: Any) -> list[Any]:
+        """The archive's best ``ArchiveHit`` list for an ``archive.Query``."""
+        from . import archive_sqlite
+
+        with self._connect("searching the archive", read=True) as conn:
+            return archive_sqlite.recall(conn, query)
+
+    def archive_count(self, conversation_id: str) -> int:
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.count(conn, conversation_id)
+
+    def archived_values(self, conversation_id: str) -> list[str]:
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.values(conn, conversation_id)
+
+    def archive_dropped(self, conversation_id: str) -> list[dict[str, Any]]:
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.dropped(conn, conversation_id)
+
     def _summaries(self, conn: sqlite3.Connection,
                    rows: list[sqlite3.Row]) -> list[RecordSummary]:
         ids = list(dict.fromkeys(row["id"] for row in rows))
@@ -1007,6 +1059,12 @@ class DeferredAuditLog:
 
     def next_compaction_number(self, conversation_id: str) -> int:
         return self.opened().next_compaction_number(conversation_id)
+
+    def __getattr__(self, name: str) -> Any:  # the archive's methods, where the log has them
+        if name in ("write_archive", "recall", "archive_count", "archived_values",
+                    "archive_dropped"):
+            return getattr(self.opened(), name)
+        raise AttributeError(name)
 
 
 __all__ = [
