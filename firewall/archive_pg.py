@@ -76,29 +76,29 @@ def write(conn: Any, conversation_id: str, compaction: int, entries: Sequence[Ar
     """``archive_sqlite.write`` for a psycopg connection inside the caller's transaction. The
     conversation's ``archive_sizes`` row is locked first: its writers take turns, other
     conversations' do not wait."""
+    conn = _tuples(conn)
     conn.execute("INSERT INTO archive_sizes VALUES (%s, 0, 0, 0) ON CONFLICT DO NOTHING",
                  (conversation_id,))
     conn.execute("SELECT 1 FROM archive_sizes WHERE conversation_id = %s FOR UPDATE",
                  (conversation_id,))
     added = recallable = size = 0
-    with conn.cursor() as cur:
-        for e in entries:
-            cur.execute(
-                "INSERT INTO archive (conversation_id, value, value_hash, kind, rule, role, "
-                "first_turn, last_turn, first_compaction, compaction, seen, parts, context, "
-                "sensitive, bytes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s) ON CONFLICT (conversation_id, value_hash) DO UPDATE SET "
-                "last_turn = greatest(archive.last_turn, excluded.last_turn), "
-                "seen = archive.seen + excluded.seen, "
-                "compaction = greatest(archive.compaction, excluded.compaction) "
-                "RETURNING (xmax = 0)",
-                (conversation_id, e.value, e.value_hash, e.kind, e.rule, e.role, e.first_turn,
-                 e.last_turn, compaction, compaction, e.seen, e.parts, e.context, e.sensitive,
-                 e.size))
-            if cur.fetchone()[0]:  # inserted, not updated
-                added += 1
-                recallable += not e.sensitive
-                size += e.size
+    for e in entries:
+        conn.execute(
+            "INSERT INTO archive (conversation_id, value, value_hash, kind, rule, role, "
+            "first_turn, last_turn, first_compaction, compaction, seen, parts, context, "
+            "sensitive, bytes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s) ON CONFLICT (conversation_id, value_hash) DO UPDATE SET "
+            "last_turn = greatest(archive.last_turn, excluded.last_turn), "
+            "seen = archive.seen + excluded.seen, "
+            "compaction = greatest(archive.compaction, excluded.compaction) "
+            "RETURNING (xmax = 0)",
+            (conversation_id, e.value, e.value_hash, e.kind, e.rule, e.role, e.first_turn,
+             e.last_turn, compaction, compaction, e.seen, e.parts, e.context, e.sensitive,
+             e.size))
+        if conn.fetchone()[0]:  # inserted, not updated
+            added += 1
+            recallable += not e.sensitive
+            size += e.size
     row = conn.execute(
         "UPDATE archive_sizes SET literals = literals + %s, recallable = recallable + %s, "
         "bytes = bytes + %s WHERE conversation_id = %s RETURNING literals, bytes, recallable",
@@ -110,15 +110,15 @@ def write(conn: Any, conversation_id: str, compaction: int, entries: Sequence[Ar
         for v in conn.execute(
                 "SELECT id, value, value_hash, rule, seen, last_turn, sensitive, bytes "
                 "FROM archive WHERE conversation_id = %s "
-                "ORDER BY seen, compaction, last_turn, id", (conversation_id,)):
+                "ORDER BY seen, compaction, last_turn, id", (conversation_id,)).fetchall():
             if literals <= limits.max_literals and total <= limits.max_bytes:
                 break
             victims.append(v)
             literals -= 1
             total -= v[7]
         reason = f"archive cap ({limits.max_literals:,} literals, {limits.max_bytes:,} bytes)"
-        with conn.cursor() as cur:
-            cur.executemany("INSERT INTO archive_dropped VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        if victims:
+            conn.executemany("INSERT INTO archive_dropped VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                             [(conversation_id, compaction, v[1], v[2], v[3], v[4], v[5], reason)
                              for v in victims])
         conn.execute("DELETE FROM archive WHERE id = ANY(%s)", ([v[0] for v in victims],))
@@ -131,22 +131,32 @@ def write(conn: Any, conversation_id: str, compaction: int, entries: Sequence[Ar
 
 
 def count(conn: Any, conversation_id: str) -> int:
+    conn = _tuples(conn)
     row = conn.execute("SELECT recallable FROM archive_sizes WHERE conversation_id = %s",
                        (conversation_id,)).fetchone()
     return row[0] if row else 0
 
 
 def values(conn: Any, conversation_id: str) -> list[str]:
+    conn = _tuples(conn)
     return [row[0] for row in conn.execute(
         "SELECT value FROM archive WHERE conversation_id = %s AND NOT sensitive ORDER BY id",
         (conversation_id,))]
 
 
 def dropped(conn: Any, conversation_id: str) -> list[dict[str, object]]:
+    conn = _tuples(conn)
     names = ("compaction", "value", "value_hash", "rule", "seen", "last_turn", "reason")
     return [dict(zip(names, row)) for row in conn.execute(
         f"SELECT {', '.join(names)} FROM archive_dropped WHERE conversation_id = %s "
         f"ORDER BY ctid", (conversation_id,))]
+
+
+def _tuples(conn: Any) -> Any:
+    """A cursor of ``conn`` giving tuples (the audit log's connections give dicts)."""
+    from psycopg.rows import tuple_row
+
+    return conn.cursor(row_factory=tuple_row)
 
 
 def _like(text: str) -> str:
@@ -155,6 +165,7 @@ def _like(text: str) -> str:
 
 def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     """``archive_sqlite.recall`` with the same tiers; BM25 is ``ts_rank_cd`` here."""
+    conn = _tuples(conn)
     where, params = ["NOT a.sensitive"], []
     for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
                            ("rule", query.rule)):
@@ -169,7 +180,7 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     key = text[:KEY_CHARS]
 
     def take(tier: str, sql: str, args: Sequence[object], within: Any = None) -> None:
-        for row in conn.execute(sql, [*args, *params, CANDIDATES]):
+        for row in conn.execute(sql, [*args, *params, CANDIDATES]).fetchall():
             rows[row[9]] = row
             score = within(row) if within else 0.0
             better(found, row[9], tier, score, (row[6], row[5]))

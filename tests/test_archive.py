@@ -186,3 +186,67 @@ def test_terms_cut_like_the_index():
     assert value_parts("HTTPServer.run") == "HTTP Server run"
     assert Query.of(" models ").text == "models"
     assert "12 literals" in hint_line(12) and "`recall`" in hint_line(12)
+
+
+# -- the same archive in PostgreSQL (skipped, saying how to run them, without a server) --------
+
+
+@pytest.fixture
+def pg_fw(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    return Firewall(audit=postgres_url, keep_last=1)
+
+
+@pytest.mark.parametrize("query, value", [
+    ("ORD-2024-88123", "ORD-2024-88123"), ("ORD-2024", "ORD-2024-88123"),
+    ("88123", "ORD-2024-88123"), ("models.py", "src/app/models.py"),
+    ("user name", "getUserName"), ("add_index", "migrations/0042_add_index.py"),
+    ("cache warms", "E4021")])
+def test_postgres_recall_finds_a_value_by_any_part_of_it(pg_fw, query, value):
+    result = pg_fw.compact(messages(), summarize)
+    assert result.audit_error is None and result.archive.added > 5
+    assert value in [h.value for h in pg_fw.recall(query, limit=5)], query
+
+
+def test_postgres_archive_updates_caps_and_keeps_secrets_hashed(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    fw = Firewall(audit=postgres_url, keep_last=1, archive=ArchiveLimits(max_literals=5))
+    result = fw.compact(leaky_conversation(), summarize)
+    assert result.audit_error is None and result.archive.literals == 5
+    log = fw.audit
+    assert len(log.archive_dropped(result.record.conversation_id)) == result.archive.dropped
+    for secret in SECRETS:
+        for query in {secret, secret[:6], secret[-6:], *terms(secret)}:
+            if query.strip():
+                for hit in fw.recall(query, limit=50):
+                    assert not leaked(f"{hit.value}\n{hit.context}"), (query, hit)
+    again = fw.compact(leaky_conversation(), summarize)
+    assert again.archive.added + again.archive.updated > 0
+
+
+def test_no_secret_comes_back_through_the_cli(tmp_path, capsys, monkeypatch):
+    from firewall.cli import main
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    source = tmp_path / "conversation.json"
+    import json
+
+    source.write_text(json.dumps(leaky_conversation()), encoding="utf-8")
+    db = str(tmp_path / "audit.db")
+    assert main(["compact", str(source), "--keep-last", "2", "--audit-db", db]) == 0
+    capsys.readouterr()
+    queries = {"key", "password", "token", "Bearer", "secret", "postgres", "admin"}
+    for secret in SECRETS:
+        queries |= {secret, secret[:6], secret[-6:], secret[len(secret) // 2:][:8],
+                    *terms(secret)}
+    answered = 0
+    for query in sorted(q for q in queries if q.strip()):
+        code = main(["recall", "--audit-db", db, "--json", "--limit", "200", "--", query])
+        out, err = capsys.readouterr()
+        # the query itself is echoed when nothing matches: that is the user's own text
+        assert code in (0, 1) and not leaked(out), query
+        assert not leaked(err.replace(repr(query), "")), query
+        answered += code == 0
+    assert answered  # the harness did read hits back, not only misses
