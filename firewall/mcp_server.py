@@ -7,8 +7,9 @@ firewall for it instead of re-reading the codebase::
     firewall mcp --ledger run.ledger.json --audit-db audit.db
 
 Tools: ``pinned_literals`` (every pinned value with its provenance), ``find_pinned`` (exact
-values by prefix and/or rule) and ``literal_survival`` ("did X survive, and where": the audit
-log's ``find_literal``, as ``firewall audit literal``). The ledgers are the ``--ledger`` files
+values by prefix and/or rule), ``literal_survival`` ("did X survive, and where": the audit
+log's ``find_literal``, as ``firewall audit literal``) and ``recall`` (any literal a compaction
+extracted, pinned or not, by any part of it: ``firewall recall``). The ledgers are the ``--ledger`` files
 (written by ``firewall compact --ledger``) or, by default, the hooks' session state files; each
 call reads them again, so answers follow the conversation as it goes.
 
@@ -159,9 +160,24 @@ class LiteralService:
             answer["notes"] = [note]
         return answer
 
+    def recall(self, query: str, conversation: str | None = None, kind: str | None = None,
+               limit: int = 10) -> dict[str, Any]:
+        """The archive's best hits (``firewall recall``): sensitive literals never."""
+        from .archive import NO_ARCHIVE, Query
+
+        question = Query.of(query, conversation=conversation, kind=kind, limit=limit)
+        log, note = self._log()
+        if log is None:
+            return {"found": False, "hits": [], "notes": [note]}
+        search = getattr(log, "recall", None)
+        if search is None:
+            raise MCPServerError(NO_ARCHIVE)
+        hits = [hit.to_dict() for hit in search(question)]
+        return {"found": bool(hits), "hits": hits}
+
 
 def build_server(service: LiteralService) -> Any:
-    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the service's three tools."""
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the service's four tools."""
     import_extra("mcp", "firewall mcp", MCPServerError)
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -196,6 +212,16 @@ def build_server(service: LiteralService) -> Any:
         status (in_summary, kept_verbatim, reinjected, mutated_*, evicted, opaque), and which
         current ledgers pin it."""
         return answer(service.literal_survival, value)
+
+    @server.tool()
+    def recall(query: str, conversation: str | None = None, kind: str | None = None,
+               limit: int = 10) -> dict[str, Any]:
+        """Find an exact string (path, id, name, error code) seen before a compaction, pinned
+        or not, by any part you remember: a base name ("models.py"), a path segment, a part of
+        a snake_case/camelCase name, an id's first characters, or words of the line it was in.
+        Hits best first, each with its value, kind, rule, where it was seen and its context
+        line. Secrets are never returned."""
+        return answer(service.recall, query, conversation, kind, limit)
 
     return server
 
