@@ -13,8 +13,9 @@ A context line has every secret the scan found replaced by ``[secret]`` before i
 
 Ranking, best first: the exact value, then a value the query begins or ends (an id's prefix, a
 path's base name), then a whole part (a path segment, a snake_case/camelCase/dotted part: the
-FTS index's tokens, as a phrase), then a part the query begins, then context words (BM25);
-recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
+FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (the share of
+them a line holds, shorter lines first: BM25 without its IDF, which a common word would make a
+scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
 (``SCORES``), so a better tier always ranks first.
 
 This module holds the model, the entries a compaction writes, and the query plan; the stores
@@ -35,6 +36,7 @@ CONTEXT_CHARS = 160  # the context line is clipped to about this many characters
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
 CANDIDATES = 200  # rows an FTS tier ranks at most (newest first): bounds a common word's cost
+CONTEXT_CANDIDATES = 50  # the same for context words, whose lines are longer to rank
 
 # score bands per tier: a better tier always outranks a worse one
 SCORES = {"exact": 5.0, "prefix": 4.0, "suffix": 4.0, "part": 3.0, "part_prefix": 2.0,
@@ -239,6 +241,31 @@ class Query:
     @property
     def words(self) -> list[str]:
         return terms(self.text)
+
+
+# words nearly every context line holds: asked for, they would make the index read most of
+# its rows and rank nothing (kept when a query has no other word)
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for from has have in into is it its of on or that the "
+    "then this to was were with".split())
+
+
+def context_terms(words: Sequence[str]) -> list[str]:
+    """The words of a context query worth asking the index for."""
+    kept = [w for w in words if w.lower() not in STOP_WORDS]
+    return kept or list(words)
+
+
+def context_relevance(asked: Sequence[str], context: str | None) -> float:
+    """The score of a context line within its tier (0..0.9): the share of the asked words it
+    holds, then shorter lines first (BM25's length normalisation; its IDF would need every
+    matching row read, which a common word makes a scan of the archive)."""
+    text = (context or "").lower()
+    held = set(_WORD.findall(text)) if len(asked) > 1 else set()
+    # one word: the index matched it; several: some of them (OR) or all (AND)
+    coverage = 1.0 if len(asked) == 1 else \
+        sum(w.lower() in held or w.lower() in text for w in asked) / len(asked)
+    return 0.6 * coverage + 0.3 * min(1.0, 60 / max(len(context or ""), 1))
 
 
 def rank(found: dict[Any, tuple[str, float, tuple[int, int]]], limit: int) -> list[Any]:

@@ -19,7 +19,6 @@ from .archive_sqlite import ArchiveWrite
 
 KEY_CHARS = 256
 
-# one statement per statement of archive_sqlite.TABLES (m004_archive pairs them)
 TABLES = (
     """CREATE TABLE archive (
             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

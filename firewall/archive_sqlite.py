@@ -2,8 +2,9 @@
 
 ``archive`` holds one row per (conversation, literal); ``value`` and ``rvalue`` (the value
 reversed) are indexed, so an exact value, a prefix and a suffix are B-tree lookups; ``parts``
-(the value's terms, see ``archive.value_parts``) and ``context`` are the columns of
-``archive_fts``, an external-content FTS5 table (the text is stored once, in ``archive``).
+(the value's terms, see ``archive.value_parts``) and ``context`` are indexed by
+``archive_parts`` and ``archive_context``, external-content FTS5 tables (the text is stored
+once, in ``archive``).
 A sensitive literal's row has only its hash: no value, parts or context, and no FTS row.
 ``archive_sizes`` keeps each conversation's totals, so the cap is checked without a scan;
 ``archive_dropped`` records what the cap evicted. The tables are created by the audit log's
@@ -16,8 +17,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .archive import (CANDIDATES, SCORES, ArchiveEntry, ArchiveHit, ArchiveLimits, Query,
-                      better, phrase, rank)
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, ArchiveEntry, ArchiveHit, ArchiveLimits, Query,
+                      better, context_relevance, context_terms, phrase, rank)
 
 TOP = "\U0010ffff"  # above every character: ``value < prefix || TOP`` bounds a prefix range
 
@@ -45,7 +46,11 @@ TABLES = (
     "CREATE INDEX archive_value ON archive (value)",
     "CREATE INDEX archive_rvalue ON archive (rvalue)",
     "CREATE INDEX archive_eviction ON archive (conversation_id, seen, compaction, last_turn)",
-    "CREATE VIRTUAL TABLE archive_fts USING fts5(parts, context, content='archive', "
+    # two indexes, not two columns of one: a column filter still reads the whole doclist of
+    # a word, and the words of context lines would be read for every query of a value's parts
+    "CREATE VIRTUAL TABLE archive_parts USING fts5(parts, content='archive', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE archive_context USING fts5(context, content='archive', "
     "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
     """CREATE TABLE archive_sizes (
             conversation_id TEXT PRIMARY KEY,
@@ -101,9 +106,10 @@ def write(conn: sqlite3.Connection, conversation_id: str, compaction: int,
         [(first_new + i, conversation_id, e.value, e.value[::-1] if e.value is not None else None,
           e.value_hash, e.kind, e.rule, e.role, e.first_turn, e.last_turn, compaction, compaction,
           e.seen, e.parts, e.context, e.sensitive, e.size) for i, e in enumerate(entries)])
-    conn.execute("INSERT INTO archive_fts (rowid, parts, context) SELECT id, parts, "
-                 "coalesce(context, '') FROM archive WHERE id >= ? AND sensitive = 0",
-                 (first_new,))
+    conn.execute("INSERT INTO archive_parts (rowid, parts) SELECT id, parts FROM archive "
+                 "WHERE id >= ? AND sensitive = 0", (first_new,))
+    conn.execute("INSERT INTO archive_context (rowid, context) SELECT id, context FROM archive "
+                 "WHERE id >= ? AND sensitive = 0 AND context IS NOT NULL", (first_new,))
     added, recallable, size = conn.execute(
         "SELECT count(*), coalesce(sum(1 - sensitive), 0), coalesce(sum(bytes), 0) "
         "FROM archive WHERE id >= ?", (first_new,)).fetchone()
@@ -143,9 +149,11 @@ def _evict(conn: sqlite3.Connection, conversation_id: str, compaction: int,
     conn.executemany("INSERT INTO archive_dropped VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      [(conversation_id, compaction, v[1], v[2], v[3], v[4], v[5], reason)
                       for v in victims])
-    conn.executemany("INSERT INTO archive_fts (archive_fts, rowid, parts, context) "
-                     "VALUES ('delete', ?, ?, ?)",
-                     [(v[0], v[6], v[7] or "") for v in victims if not v[8]])
+    conn.executemany("INSERT INTO archive_parts (archive_parts, rowid, parts) "
+                     "VALUES ('delete', ?, ?)", [(v[0], v[6]) for v in victims if not v[8]])
+    conn.executemany("INSERT INTO archive_context (archive_context, rowid, context) "
+                     "VALUES ('delete', ?, ?)",
+                     [(v[0], v[7]) for v in victims if not v[8] and v[7] is not None])
     conn.executemany("DELETE FROM archive WHERE id = ?", [(v[0],) for v in victims])
     conn.execute("UPDATE archive_sizes SET literals = literals - ?, recallable = recallable - ?, "
                  "bytes = bytes - ? WHERE conversation_id = ?",
@@ -174,9 +182,9 @@ def values(conn: sqlite3.Connection, conversation_id: str) -> list[str]:
 
 
 def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
-    """The best hits for ``query``, best first (see ``archive`` for the tiers). Each tier runs
-    only while the better ones have found fewer than ``limit``; an FTS tier ranks at most
-    ``CANDIDATES`` matches, the newest."""
+    """The best hits for ``query``, best first (see ``archive`` for the tiers). Each value tier
+    runs only while the better ones have found fewer than ``limit``, the context tier only when
+    none found anything; an FTS tier ranks at most ``CANDIDATES`` matches, the newest."""
     where, params = ["a.sensitive = 0"], []
     for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
                            ("rule", query.rule)):
@@ -188,8 +196,9 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     rows: dict[int, sqlite3.Row] = {}
     text, words = query.text, query.words
 
-    def take(tier: str, sql: str, args: Sequence[object], within: object = None) -> None:
-        for row in conn.execute(sql, [*args, *params, CANDIDATES]):
+    def take(tier: str, sql: str, args: Sequence[object], within: object = None,
+             cap: int = CANDIDATES) -> None:
+        for row in conn.execute(sql, [*args, *params, cap]):
             score = within(row) if callable(within) else 0.0
             rows[row["id"]] = row
             better(found, row["id"], tier, score, (row["compaction"], row["last_turn"]))
@@ -208,19 +217,26 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
         reverse = text[::-1]
         take("suffix", f"SELECT {_SELECT} FROM archive a WHERE a.rvalue > ? AND a.rvalue < ? "
                        f"AND {filters} LIMIT ?", [reverse, reverse + TOP], closeness)
-    fts = (f"SELECT {_SELECT}, bm25(archive_fts, 0.0, 1.0) AS rank FROM archive_fts f "
-           f"JOIN archive a ON a.id = f.rowid WHERE archive_fts MATCH ? AND {filters} "
-           f"ORDER BY f.rowid DESC LIMIT ?")
+    def fts(table: str) -> str:
+        return (f"SELECT {_SELECT} FROM {table} f JOIN archive a ON a.id = f.rowid "
+                f"WHERE {table} MATCH ? AND {filters} ORDER BY f.rowid DESC LIMIT ?")
+
     if words and not enough():
-        take("part", fts, ["parts : " + phrase(words)], closeness)
+        take("part", fts("archive_parts"), [phrase(words)], closeness)
     if words and not enough():
-        take("part_prefix", fts, ["parts : " + phrase(words) + " *"], closeness)
-    if words and not enough():
-        take("context", fts, ["context : (" + " AND ".join(phrase([w]) for w in words) + ")"],
-             _bm25)
-        if len(words) > 1 and not enough():
-            take("context", fts, ["context : (" + " OR ".join(phrase([w]) for w in words) + ")"],
-                 lambda row: _bm25(row) / 2)
+        take("part_prefix", fts("archive_parts"), [phrase(words) + " *"], closeness)
+    # context words: only when no value matched (they are the fallback of a query that names
+    # no part of a value), and without the words every line holds
+    asked = context_terms(words)
+    if asked and not found:
+        def relevance(row: sqlite3.Row) -> float:
+            return context_relevance(asked, row["context"])
+
+        take("context", fts("archive_context"), [" AND ".join(phrase([w]) for w in asked)],
+             relevance, CONTEXT_CANDIDATES)
+        if len(asked) > 1 and not enough():
+            take("context", fts("archive_context"), [" OR ".join(phrase([w]) for w in asked)],
+                 relevance, CONTEXT_CANDIDATES)
     hits = []
     for key in rank(found, query.limit):
         row, (tier, within, _) = rows[key], found[key]
@@ -230,8 +246,4 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
                                round(SCORES[tier] + within, 4), tier))
     return hits
 
-
-def _bm25(row: sqlite3.Row) -> float:
-    relevance = -row["rank"]  # FTS5's bm25 is negative, lower is better
-    return min(0.9, relevance / (1.0 + relevance))
 

@@ -584,6 +584,8 @@ class SQLiteAuditLog(_Keyed):
         self.key = key
         self.busy_timeout = busy_timeout
         self._idle: sqlite3.Connection | None = None  # see _keep_open
+        self._reader_conn: sqlite3.Connection | None = None  # see recall
+        self._reader_pid = 0
         self._read_only = False  # opened for reading only: see _open_read_only
         self._idle_pid = 0
         self._idle_lock = threading.Lock()
@@ -636,16 +638,23 @@ class SQLiteAuditLog(_Keyed):
 
     def __getstate__(self) -> dict[str, Any]:  # pickled or copied: the idle connection stays
         state = self.__dict__.copy()
-        state.update(_idle=None, _idle_pid=0, _idle_lock=None)
+        state.update(_idle=None, _idle_pid=0, _idle_lock=None, _reader_conn=None,
+                     _reader_pid=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _idle_lock=threading.Lock())
 
     def close(self) -> None:
-        """Close the idle connection (the WAL is checkpointed if no other is open); the log
-        stays usable and keeps one open again on its next write."""
+        """Close the idle connection (the WAL is checkpointed if no other is open) and the
+        recall one; the log stays usable and keeps them open again when next needed."""
         with self._idle_lock:
+            reader, self._reader_conn = self._reader_conn, None
+            if reader is not None:
+                if self._reader_pid == os.getpid():
+                    reader.close()
+                else:
+                    _INHERITED.append(reader)
             conn, self._idle = self._idle, None
             if conn is not None:
                 if self._idle_pid == os.getpid():
@@ -869,11 +878,32 @@ class SQLiteAuditLog(_Keyed):
         return done
 
     def recall(self, query: Any) -> list[Any]:
-        """The archive's best ``ArchiveHit`` list for an ``archive.Query``."""
+        """The archive's best ``ArchiveHit`` list for an ``archive.Query``. Recalls share one
+        read connection, kept open: its page cache holds the index pages a recall reads (a
+        fresh connection per call read them again each time: most of a recall's time). Each
+        recall is its own read transaction, so it sees every record committed before it."""
         from . import archive_sqlite
 
-        with self._connect("searching the archive", read=True) as conn:
-            return archive_sqlite.recall(conn, query)
+        with self._idle_lock:
+            conn = self._reader_conn
+            if conn is None or self._reader_pid != os.getpid():
+                try:
+                    uri = self._read_only_uri if self._read_only else None
+                    conn = sqlite3.connect(uri or self.path, uri=bool(uri),
+                                           timeout=self.busy_timeout, isolation_level=None,
+                                           check_same_thread=False)
+                    conn.row_factory = sqlite3.Row
+                    conn.execute("PRAGMA query_only = ON")
+                except sqlite3.Error as exc:
+                    raise self._error(exc, "searching the archive") from exc
+                self._reader_conn, self._reader_pid = conn, os.getpid()
+                _IDLE_LOGS.add(self)
+            try:
+                return archive_sqlite.recall(conn, query)
+            except sqlite3.Error as exc:
+                self._reader_conn = None
+                conn.close()
+                raise self._error(exc, "searching the archive") from exc
 
     def archive_count(self, conversation_id: str) -> int:
         from . import archive_sqlite

@@ -135,8 +135,8 @@ MIGRATIONS: list[tuple[str, tuple[Statement, ...]]] = [
     )),
     # The archive: every literal a compaction extracted, pinned or not (firewall.archive);
     # FTS5 in SQLite, tsvector columns with GIN indexes in PostgreSQL
-    ("m004_archive", tuple(Dialects(sqlite, postgresql) for sqlite, postgresql in
-                           zip(_archive_sqlite.TABLES, _archive_pg.TABLES, strict=True))),
+    ("m004_archive", tuple(Dialects(sqlite, None) for sqlite in _archive_sqlite.TABLES)
+     + tuple(Dialects(None, postgresql) for postgresql in _archive_pg.TABLES)),
 ]
 
 
