@@ -95,6 +95,8 @@ class CompactionResult:
     block: str | None = None  # the ledger block composed after the summary (None: not compacted)
     # what the archive write did (archive_sqlite.ArchiveWrite); None: the log keeps no archive
     archive: Any = None
+    # the non-sensitive values this compaction extracted from its span: what an archive gains
+    extracted: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, int]:
         """``pinned`` (ledger entries), ``reasked`` (summarizer calls after the first), then
@@ -646,6 +648,8 @@ class Firewall:
         result.audit_error = write_record(self.audit, record) or key_error
         if record.compaction != plan.compaction:  # the log gave it the next free number
             self._renumbered(ledger.conversation_id, plan, record.compaction)
+        if result.compacted:
+            result.extracted = [lit.value for lit in plan.pinned.literals if not lit.sensitive]
         if result.compacted and self.archive_limits is not None:
             archive_error = self._archive(plan, result, key)
             result.audit_error = result.audit_error or archive_error
