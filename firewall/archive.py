@@ -148,7 +148,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
     literals = list(literals)
     secret_values = {lit.value for lit in literals if lit.sensitive} | set(secrets)
     index = SecretIndex(list(secret_values))
-    masker = _masker(secret_values)
+    masker, reach = _masker(secret_values)
     by_value: dict[str, ArchiveEntry] = {}
     first: dict[str, Literal] = {}
     for lit in sorted(literals, key=lambda l: l.turn):
@@ -171,23 +171,26 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
         first[lit.value] = lit
     for value, entry in by_value.items():
         if not entry.sensitive:
-            line = context_line(first[value], text_of(first[value]), masker)
+            line = context_line(first[value], text_of(first[value]), masker, reach)
             entry.context = None if line is None else escape_surrogates(line)
     return list(by_value.values())
 
 
-def _masker(secret_values: set[str]) -> Callable[[str], str]:
+def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
+    """What replaces every secret of a text by ``SECRET_MASK``, and the longest secret's
+    length (how far beyond a window a secret cut by it may start or end)."""
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
-        return lambda text: text
+        return (lambda text: text), 0
     pattern = re.compile("|".join(map(re.escape, long)))
-    return lambda text: pattern.sub(SECRET_MASK, text)
+    return (lambda text: pattern.sub(SECRET_MASK, text)), len(long[0])
 
 
-def context_line(lit: Literal, text: str | None, mask: Callable[[str], str]) -> str | None:
+def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
+                 reach: int = 8192) -> str | None:
     """The line around ``lit``'s sighting in ``text``, secrets masked *before* it is clipped
     (a clip must never keep half a secret), then clipped to about ``CONTEXT_CHARS`` around the
-    value."""
+    value. ``reach``: the longest secret (a secret cut by the window is masked whole)."""
     if not text:
         return None
     at = lit.start if lit.field == "text" and text[lit.start:lit.end] == lit.value \
@@ -199,11 +202,11 @@ def context_line(lit: Literal, text: str | None, mask: Callable[[str], str]) -> 
     end = len(text) if end < 0 else end
     line = text[start:end]
     at -= start
-    # clip around the value first (cheap on a huge one-line JSON result), with margins wide
-    # enough that masking cannot pull a secret's remainder into the window
+    # clip around the value first (cheap on a huge one-line JSON result), with margins of the
+    # longest secret, so that a secret the window cuts is still masked whole
     margin = CONTEXT_CHARS
     lo, hi = max(0, at - margin), min(len(line), at + len(lit.value) + margin)
-    window = mask(line[max(0, lo - 8192):min(len(line), hi + 8192)])
+    window = mask(line[max(0, lo - reach):min(len(line), hi + reach)])
     value_at = window.find(lit.value)
     if value_at < 0:  # the value itself was inside a masked secret: keep only the mask
         return None

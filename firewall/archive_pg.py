@@ -46,7 +46,6 @@ TABLES = (
     f"CREATE INDEX archive_value ON archive (left(value, {KEY_CHARS}) text_pattern_ops)",
     f"CREATE INDEX archive_rvalue ON archive (left(reverse(value), {KEY_CHARS}) "
     f"text_pattern_ops)",
-    "CREATE INDEX archive_eviction ON archive (conversation_id, seen, compaction, last_turn)",
     "CREATE INDEX archive_search ON archive USING gin (parts_tsv, context_tsv)",
     """CREATE TABLE archive_sizes (
             conversation_id TEXT PRIMARY KEY,

@@ -45,7 +45,8 @@ TABLES = (
         )""",
     "CREATE INDEX archive_value ON archive (value)",
     "CREATE INDEX archive_rvalue ON archive (rvalue)",
-    "CREATE INDEX archive_eviction ON archive (conversation_id, seen, compaction, last_turn)",
+    # no index for the cap's order (seen, compaction, last turn): eviction is rare, and reads
+    # one conversation's rows by the UNIQUE index; every write would pay for one
     # two indexes, not two columns of one: a column filter still reads the whole doclist of
     # a word, and the words of context lines would be read for every query of a value's parts
     "CREATE VIRTUAL TABLE archive_parts USING fts5(parts, content='archive', "

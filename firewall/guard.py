@@ -666,13 +666,18 @@ class Firewall:
         if writer is None:
             return None
         turns = plan.conversation.turns
+        calls: dict[int, str] = {}  # a turn's tool calls as text, built once per turn
 
         def text_of(lit: Literal) -> str | None:
             index = plan.index(lit.turn)
             if not 0 <= index < len(turns):
                 return None
             turn = turns[index]
-            return turn.text if lit.field == "text" or lit.value in turn.text else call_text(turn)
+            if lit.field == "text" or lit.value in turn.text:
+                return turn.text
+            if index not in calls:
+                calls[index] = call_text(turn)
+            return calls[index]
 
         entries = archive_entries(
             (lit for lit in plan.pinned.literals if len(lit.value) <= LITERAL_MAX_CHARS),
