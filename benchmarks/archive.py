@@ -95,6 +95,10 @@ def build(path: Path, literals: int, rng: random.Random) -> list[tuple[str, str]
     return sample
 
 
+KINDS = ("exact value", "base name / fragment", "6-char prefix", "one name part",
+         "3 context words", "absent")
+
+
 def queries(sample: list[tuple[str, str]], count: int, rng: random.Random) -> list[str]:
     from firewall.archive import terms
     from firewall.archive_eval import fragment
@@ -123,15 +127,22 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def recall_bench(literals: int, count: int, rng: random.Random) -> None:
+def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "audit.db"
-        sample = build(path, literals, rng)
+        path = Path(keep) if keep else Path(tmp) / "audit.db"
+        if keep and path.exists():  # a kept archive: its sample is read back
+            with sqlite3.connect(path) as conn:
+                sample = conn.execute("SELECT value, context FROM archive WHERE id % 500 = 0"
+                                      ).fetchall()
+        else:
+            sample = build(path, literals, rng)
         asked = queries(sample, count, rng)
         exact = [rng.choice(sample)[0] for _ in range(count)]
         log = SQLiteAuditLog(path, key=KEY)
         conn = sqlite3.connect(path)
         recall_ms, select_ms, found = [], [], 0
+        for query in asked[:50]:  # warm-up: the first reads of the index pages
+            log.recall(Query.of(query, limit=10))
         for query, value in zip(asked, exact):  # interleaved: the same cache state for both
             t = time.perf_counter()
             hits = log.recall(Query.of(query, limit=10))
@@ -142,13 +153,16 @@ def recall_bench(literals: int, count: int, rng: random.Random) -> None:
             select_ms.append((time.perf_counter() - t) * 1000)
         conn.close()
         log.close()
-        size = sum(f.stat().st_size for f in Path(tmp).glob("audit.db*"))
+        size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
     print(f"recall over {literals:,} literals, {count:,} queries (exact, base name, 6-char "
           f"prefix, name part, 3 context words, absent; {found:,} answered):")
-    print(f"  firewall recall (Firewall.recall, a connection per call): "
+    print(f"  recall (SQLiteAuditLog.recall, limit 10): "
           f"p50 {pct(recall_ms, .5):.2f} ms, p99 {pct(recall_ms, .99):.2f} ms")
-    print(f"  plain SELECT by exact value (open connection):            "
+    print(f"  plain SELECT by exact value:              "
           f"p50 {pct(select_ms, .5):.3f} ms, p99 {pct(select_ms, .99):.3f} ms")
+    for i, kind in enumerate(KINDS):
+        mine = recall_ms[i::len(KINDS)]
+        print(f"    {kind:22} p50 {pct(mine, .5):6.2f} ms, p99 {pct(mine, .99):6.2f} ms")
     print(f"  ratio p99 recall / SELECT: {pct(recall_ms, .99) / pct(select_ms, .99):.0f}x")
     print(f"  log size {size / 2 ** 20:.0f} MiB: {size / literals:.0f} bytes per literal")
 
@@ -166,12 +180,25 @@ def write_bench(data: Path, repeat: int) -> None:
         # a bad line is skipped, as `firewall eval` does (the CC0 files hold a few)
         conversations += read_conversations(path, on_error=lambda error: None)
     timings: dict[bool, list[float]] = {True: [], False: []}
+    inside: list[float] = []  # per run with the archive: the seconds spent writing it
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeat):
             for archive in ((True, False) if r % 2 else (False, True)):  # interleaved
                 log = SQLiteAuditLog(Path(tmp) / f"audit-{archive}-{r}.db", key=KEY)
                 fw = Firewall(audit=log, archive=archive)
                 fw.observe(conversations[0])  # import and warm-up outside the clock
+                spent = [0.0]
+                if archive:  # time the archive's own part of each compaction, in the same run
+                    write = fw._archive
+
+                    def timed(*a, write=write, spent=spent):
+                        t = time.perf_counter()
+                        try:
+                            return write(*a)
+                        finally:
+                            spent[0] += time.perf_counter() - t
+
+                    fw._archive = timed
                 started = time.perf_counter()
                 for conversation in conversations:
                     keep = len(conversation.turns) - int(len(conversation.turns) * 0.75)
@@ -179,11 +206,16 @@ def write_bench(data: Path, repeat: int) -> None:
                                         keep_last=max(keep, 1))
                     assert result.audit_error is None, result.audit_error
                 timings[archive].append(time.perf_counter() - started)
+                if archive:
+                    inside.append(spent[0] / (timings[True][-1] - spent[0]))
                 log.close()
     on, off = statistics.median(timings[True]), statistics.median(timings[False])
     print(f"write overhead: {len(conversations)} CC0 sessions compacted at 75 %, {repeat} "
           f"interleaved runs: archive off {off * 1000:.0f} ms, on {on * 1000:.0f} ms "
-          f"(medians): +{(on / off - 1) * 100:.1f} %")
+          f"(medians): {(on / off - 1) * 100:+.1f} %; within the runs with it, writing the "
+          f"archive (entries and SQLite) took {statistics.median(inside) * 100:.1f} % of the "
+          f"rest of the compaction time (median over runs; min {min(inside) * 100:.1f} %, max "
+          f"{max(inside) * 100:.1f} %)")
 
 
 def main() -> int:
@@ -194,6 +226,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--skip-recall", action="store_true")
     parser.add_argument("--skip-write", action="store_true")
+    parser.add_argument("--keep", metavar="PATH", help="build the archive there and keep it "
+                                                       "(reused when it exists)")
     args = parser.parse_args()
     print(f"$ python benchmarks/archive.py --literals {args.literals} --queries {args.queries} "
           f"--repeat {args.repeat}   (SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs)")
@@ -201,7 +235,7 @@ def main() -> int:
     if not args.skip_write:
         write_bench(Path(args.data), args.repeat)
     if not args.skip_recall:
-        recall_bench(args.literals, args.queries, rng)
+        recall_bench(args.literals, args.queries, rng, args.keep)
     return 0
 
 
