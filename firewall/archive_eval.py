@@ -12,7 +12,7 @@ part of it would, against the cut's archive in SQLite (the real FTS5 index and r
 (a) a **fragment**: the base name of a path, else one name part (the longest) of a
 snake_case/camelCase/dotted name, else an id's first 6 characters; (b) **three words of its
 context line** (words of 4+ letters that are not parts of the value). Found: a top-5 hit is the
-gold or holds it.
+gold or holds it. Words: the three longest of 4+ letters, in the line's order.
 """
 
 from __future__ import annotations
@@ -79,15 +79,17 @@ def fragment(value: str) -> str:
 
 
 def context_words(entry: ArchiveEntry, count: int = 3) -> list[str]:
-    """``count`` words of ``entry``'s context line that are not parts of its value."""
+    """``count`` words of ``entry``'s context line that are not parts of its value: the
+    longest (what one remembers of a line is its distinctive words, not ``File`` or
+    ``line``), in the order the line has them."""
     own = {t.lower() for t in terms(entry.value or "")}
-    words: list[str] = []
+    candidates: list[str] = []
     for word in terms(entry.context or ""):
-        if len(word) >= 4 and word.isalpha() and word.lower() not in own and word not in words:
-            words.append(word)
-        if len(words) == count:
-            break
-    return words
+        if len(word) >= 4 and word.isalpha() and word.lower() not in own and \
+                word not in candidates:
+            candidates.append(word)
+    longest = set(sorted(candidates, key=len, reverse=True)[:count])
+    return [w for w in candidates if w in longest][:count]
 
 
 def measure_cut(turns: Sequence[Turn], literals: Sequence[Literal], gold: Sequence[Any],

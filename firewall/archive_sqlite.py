@@ -226,10 +226,11 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
         take("part", fts("archive_parts"), [phrase(words)], closeness)
     if words and not enough():
         take("part_prefix", fts("archive_parts"), [phrase(words) + " *"], closeness)
-    # context words: only when no value matched (they are the fallback of a query that names
-    # no part of a value), and without the words every line holds
+    # context words: when no value matched (they are the fallback of a query that names no
+    # part of a value), or for words (a query with a space) while hits are missing; without
+    # the words every line holds
     asked = context_terms(words)
-    if asked and not found:
+    if asked and (not found or (" " in text and not enough())):
         def relevance(row: sqlite3.Row) -> float:
             return context_relevance(asked, row["context"])
 

@@ -288,7 +288,7 @@ def test_an_agent_half_remembering_asks_for_a_fragment_or_context_words():
     assert fragment("a1b2c3d4e5f6") == "a1b2c3"
     entry = ArchiveEntry("src/app/models.py", "0" * 64, "path", "r", "tool", 1, 1, 1,
                          "Edited src/app/models.py: the cache warms slowly", False, None)
-    assert context_words(entry) == ["Edited", "cache", "warms"]
+    assert context_words(entry) == ["Edited", "cache", "slowly"]  # the longest, in order
 
 
 def test_the_report_shows_the_archive_shares(tmp_path, capsys):
