@@ -19,7 +19,8 @@ Events:
     costing nothing (they stay pinned, but the block will not repeat them). The summary is
     Claude Code's ``compact_summary``, or the latest Codex ``compacted`` item (remote
     compaction leaves it empty: opaque); it is validated against the ledger. Writes an audit
-    record; warns via ``systemMessage`` when a required literal is missing or
+    record, and every literal the compacted span held into the log's archive
+    (``firewall recall``); warns via ``systemMessage`` when a required literal is missing or
     altered. Both clients fire ``PostCompact`` only after a compaction succeeded, so every
     record says ``compacted``; a failed compaction leaves no record.
 
@@ -34,6 +35,10 @@ fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 ``user-prompt-submit``
     Prints the ledger as ``additionalContext`` once after a compaction, if ``session-start`` did
     not (the Codex route: its ``SessionStart`` has no ``compact`` source in every release).
+
+Installed ``--with-mcp`` (the MCP server registered, so the agent has the ``recall`` tool), the
+re-injecting hooks run with ``--recall-hint``: the block ends with one line saying how many
+literals the archive holds and how to ask for one.
 
 Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with
 its HMAC key, the transcript offset read so far, the re-injection flag, whether the ledger is

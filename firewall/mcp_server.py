@@ -35,7 +35,8 @@ MAX_ENTRIES = 500  # per answer: a long-running ledger must not flood the client
 INSTRUCTIONS = (
     "The exact strings (IDs, paths, error codes, keys) pinned from this conversation before "
     "its context was compacted, with where each was first seen, and whether each survived "
-    "every compaction. Prefer these values over ones recalled from a summary.")
+    "every compaction. Prefer these values over ones recalled from a summary. `recall` finds "
+    "any string seen before a compaction, pinned or not, from any part of it you remember.")
 
 
 class MCPServerError(FirewallError):
