@@ -250,3 +250,46 @@ def test_no_secret_comes_back_through_the_cli(tmp_path, capsys, monkeypatch):
         assert not leaked(err.replace(repr(query), "")), query
         answered += code == 0
     assert answered  # the harness did read hits back, not only misses
+
+
+# -- recall_literal: the archive as a function tool, answered locally -------------------------
+
+
+def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
+    import asyncio
+    import json
+
+    from firewall import recall_tool
+
+    result = fw.compact(messages(), summarize)
+    conversation = result.record.conversation_id
+    assert recall_tool.anthropic_tool()["input_schema"]["required"] == ["query"]
+    assert recall_tool.openai_tool()["function"]["name"] == "recall_literal"
+    text = recall_tool.answer(fw, '{"query": "models.py", "limit": 2}', conversation=conversation)
+    hits = json.loads(text)["hits"]
+    assert hits[0]["value"] == "src/app/models.py" and len(hits) <= 2
+    assert "error" in json.loads(recall_tool.answer(fw, {"limit": 2}))
+    assert "error" in json.loads(recall_tool.answer(fw, "not json"))
+    assert "error" in json.loads(recall_tool.answer(fw, {"query": "x", "limit": 0}))
+
+    pytest.importorskip("agents")
+    tool = recall_tool.agents_tool(fw, conversation=conversation)
+    assert tool.name == "recall_literal"
+    out = asyncio.run(tool.on_invoke_tool(None, '{"query": "ORD-2024"}'))
+    assert json.loads(out)["hits"][0]["value"] == "ORD-2024-88123"
+
+    pytest.importorskip("langchain_core")
+    lc = recall_tool.langchain_tool(fw)
+    assert json.loads(lc.invoke({"query": "user name"}))["hits"][0]["value"] == "getUserName"
+
+
+def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
+    import json
+
+    from firewall import recall_tool
+
+    fw = Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY), keep_last=1)
+    fw.compact(leaky_conversation(), summarize)
+    for secret in SECRETS:
+        for query in {secret, secret[:6], secret[-6:]}:
+            assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200})), query
