@@ -447,6 +447,11 @@ class _ScanningLog(_Keyed):
         return 1 + max((r.compaction for r in self._records()
                         if r.conversation_id == conversation_id), default=0)
 
+    def recall(self, query: Any) -> list[Any]:
+        from .archive import NO_ARCHIVE
+
+        raise AuditError(f"audit log {self.path}: {NO_ARCHIVE}")
+
 
 def _one(log: Any, prefix: str, matches: list[Any]) -> Any:
     if not prefix or len(matches) > 1:
@@ -580,6 +585,8 @@ class SQLiteAuditLog(_Keyed):
         self.key = key
         self.busy_timeout = busy_timeout
         self._idle: sqlite3.Connection | None = None  # see _keep_open
+        self._reader_conn: sqlite3.Connection | None = None  # see recall
+        self._reader_pid = 0
         self._read_only = False  # opened for reading only: see _open_read_only
         self._idle_pid = 0
         self._idle_lock = threading.Lock()
@@ -632,16 +639,23 @@ class SQLiteAuditLog(_Keyed):
 
     def __getstate__(self) -> dict[str, Any]:  # pickled or copied: the idle connection stays
         state = self.__dict__.copy()
-        state.update(_idle=None, _idle_pid=0, _idle_lock=None)
+        state.update(_idle=None, _idle_pid=0, _idle_lock=None, _reader_conn=None,
+                     _reader_pid=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _idle_lock=threading.Lock())
 
     def close(self) -> None:
-        """Close the idle connection (the WAL is checkpointed if no other is open); the log
-        stays usable and keeps one open again on its next write."""
+        """Close the idle connection (the WAL is checkpointed if no other is open) and the
+        recall one; the log stays usable and keeps them open again when next needed."""
         with self._idle_lock:
+            reader, self._reader_conn = self._reader_conn, None
+            if reader is not None:
+                if self._reader_pid == os.getpid():
+                    reader.close()
+                else:
+                    _INHERITED.append(reader)
             conn, self._idle = self._idle, None
             if conn is not None:
                 if self._idle_pid == os.getpid():
@@ -842,6 +856,74 @@ class SQLiteAuditLog(_Keyed):
                                (conversation_id,)).fetchone()
         return (row[0] or 0) + 1
 
+    # -- the archive (firewall.archive): every literal a compaction extracted
+
+    def write_archive(self, conversation_id: str, compaction: int, entries: list[Any],
+                      limits: Any = None) -> Any:
+        """Add a compaction's ``ArchiveEntry`` list to its conversation's archive (one
+        transaction); returns ``archive_sqlite.ArchiveWrite``."""
+        from . import archive_sqlite
+        from .archive import ArchiveLimits
+
+        self._keep_open()
+        with self._connect("writing the archive") as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = archive_sqlite.write(conn, conversation_id, compaction, entries,
+                                            limits or ArchiveLimits())
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return done
+
+    def recall(self, query: Any) -> list[Any]:
+        """The archive's best ``ArchiveHit`` list for an ``archive.Query``. Recalls share one
+        read connection, kept open: its page cache holds the index pages a recall reads (a
+        fresh connection per call read them again each time: most of a recall's time). Each
+        recall is its own read transaction, so it sees every record committed before it."""
+        from . import archive_sqlite
+
+        with self._idle_lock:
+            conn = self._reader_conn
+            if conn is None or self._reader_pid != os.getpid():
+                try:
+                    uri = self._read_only_uri if self._read_only else None
+                    conn = sqlite3.connect(uri or self.path, uri=bool(uri),
+                                           timeout=self.busy_timeout, isolation_level=None,
+                                           check_same_thread=False)
+                    conn.row_factory = sqlite3.Row
+                    conn.execute("PRAGMA query_only = ON")
+                except sqlite3.Error as exc:
+                    raise self._error(exc, "searching the archive") from exc
+                self._reader_conn, self._reader_pid = conn, os.getpid()
+                _IDLE_LOGS.add(self)
+            try:
+                return archive_sqlite.recall(conn, query)
+            except sqlite3.Error as exc:
+                self._reader_conn = None
+                conn.close()
+                raise self._error(exc, "searching the archive") from exc
+
+    def archive_count(self, conversation_id: str) -> int:
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.count(conn, conversation_id)
+
+    def archived_values(self, conversation_id: str) -> list[str]:
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.values(conn, conversation_id)
+
+    def archive_dropped(self, conversation_id: str) -> list[dict[str, Any]]:
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.dropped(conn, conversation_id)
+
     def _summaries(self, conn: sqlite3.Connection,
                    rows: list[sqlite3.Row]) -> list[RecordSummary]:
         ids = list(dict.fromkeys(row["id"] for row in rows))
@@ -1023,6 +1105,12 @@ class DeferredAuditLog:
 
     def next_compaction_number(self, conversation_id: str) -> int:
         return self.opened().next_compaction_number(conversation_id)
+
+    def __getattr__(self, name: str) -> Any:  # the archive's methods, where the log has them
+        if name in ("write_archive", "recall", "archive_count", "archived_values",
+                    "archive_dropped"):
+            return getattr(self.opened(), name)
+        raise AttributeError(name)
 
 
 __all__ = [

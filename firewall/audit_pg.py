@@ -329,6 +329,39 @@ class PostgresAuditLog:
             (conversation_id,)).fetchone())
         return (row["last_compaction"] if row else 0) + 1
 
+    # -- the archive (firewall.archive; its tables and queries: archive_pg)
+
+    def write_archive(self, conversation_id: str, compaction: int, entries: list[Any],
+                      limits: Any = None) -> Any:
+        from . import archive_pg
+        from .archive import ArchiveLimits
+
+        return self._run("writing the archive", lambda conn: archive_pg.write(
+            conn, conversation_id, compaction, entries, limits or ArchiveLimits()))
+
+    def recall(self, query: Any) -> list[Any]:
+        from . import archive_pg
+
+        return self._run("searching the archive", lambda conn: archive_pg.recall(conn, query))
+
+    def archive_count(self, conversation_id: str) -> int:
+        from . import archive_pg
+
+        return self._run("reading the archive",
+                         lambda conn: archive_pg.count(conn, conversation_id))
+
+    def archived_values(self, conversation_id: str) -> list[str]:
+        from . import archive_pg
+
+        return self._run("reading the archive",
+                         lambda conn: archive_pg.values(conn, conversation_id))
+
+    def archive_dropped(self, conversation_id: str) -> list[dict[str, Any]]:
+        from . import archive_pg
+
+        return self._run("reading the archive",
+                         lambda conn: archive_pg.dropped(conn, conversation_id))
+
     # -- copying another log in
 
     def copy_from(self, source: AuditLog, *, rekey: bool = False) -> CopyReport:

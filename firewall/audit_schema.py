@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+from . import archive_pg as _archive_pg, archive_sqlite as _archive_sqlite
+
 Dialect = Literal["sqlite", "postgresql"]
 
 NUMBER_TAKEN = "compaction number already taken in this conversation"
@@ -131,6 +133,10 @@ MIGRATIONS: list[tuple[str, tuple[Statement, ...]]] = [
         Dialects("ALTER TABLE literals ADD COLUMN mixed_script INTEGER NOT NULL DEFAULT 0",
                  "ALTER TABLE literals ADD COLUMN mixed_script BOOLEAN NOT NULL DEFAULT false"),
     )),
+    # The archive: every literal a compaction extracted, pinned or not (firewall.archive);
+    # FTS5 in SQLite, tsvector columns with GIN indexes in PostgreSQL
+    ("m004_archive", tuple(Dialects(sqlite, None) for sqlite in _archive_sqlite.TABLES)
+     + tuple(Dialects(None, postgresql) for postgresql in _archive_pg.TABLES)),
 ]
 
 

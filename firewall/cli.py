@@ -674,6 +674,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     lazy("report", lambda: _import("report").add_report_command(sub))
     lazy("mcp", lambda: _import("mcp_server").add_mcp_command(sub))
     lazy("salience", lambda: _import("salience_fit").add_salience_command(sub))
+    lazy("recall", lambda: _import("recall_cli").add_recall_command(sub))
     return parser
 
 

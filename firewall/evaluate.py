@@ -278,6 +278,7 @@ class Cut:
     # name -> (text that would be in the context, its token cost)
     contexts: dict[str, tuple[str, int]] = field(default_factory=dict)
     literals: list[str] = field(default_factory=list)
+    archive: Any = None  # (archive_eval.ArchiveShares, the archived values)
 
     def hits(self, name: str) -> list[bool]:
         text = self.contexts[name][0]
@@ -300,9 +301,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     # a Budget as a compaction reads it
     budget = budget if isinstance(budget, Budget) else budget_tokens(budget, span_tokens)
     ledger = Ledger.new(conversation.id)
-    pinned = firewall.pin(ledger, turns[start:k + 1], offset=start, budget=budget)
-    # every value any rule extracted from the span, whatever the budget kept
-    extracted = "\n".join(dict.fromkeys(lit.value for lit in pinned.literals))
+    # every literal any rule extracted from the span, whatever the budget kept
+    extracted = firewall.pin(ledger, turns[start:k + 1], offset=start, budget=budget).literals
     block = ledger.render()
     gold = gold_set(conversation, k)
     oracle = oracle_ledger(conversation, gold).render()
@@ -326,7 +326,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         "user+tail": ctx(tail_user),
         "naive": ctx(naive_ledger(span)),
         "oracle": ctx(oracle),
-        "extracted": ctx(extracted),
+        "extracted": ctx("\n".join(dict.fromkeys(lit.value for lit in extracted))),
     }
     if agent_summary is not None:
         cut.contexts["agent"] = ctx(agent_summary)
@@ -342,7 +342,19 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     cut.contexts["ledger"] = (cut.contexts["ledger"][0], count_tokens(block))
     cut.contexts["ledger+tail"] = (cut.contexts["ledger+tail"][0],
                                    count_tokens(block) + (count_tokens(tail) if tail else 0))
+    cut.archive = _archive_shares(cut, turns, extracted, tail)
     return cut
+
+
+def _archive_shares(cut: Cut, turns: Sequence[Turn], extracted: list[Literal],
+                    tail: str) -> Any:
+    """The archive's three shares at this cut (``archive_eval``): the context is the agent's
+    summary with the block after it where the agent compacted, else the block; and the tail."""
+    from .archive_eval import measure_cut
+
+    composed = cut.contexts["agent+ledger"][0] if "agent+ledger" in cut.contexts else \
+        cut.contexts["ledger"][0]
+    return measure_cut(turns, extracted, cut.gold, f"{composed}\n{tail}", cut.id)
 
 
 def decoded_values(ledger: Ledger) -> str:
@@ -443,7 +455,9 @@ class CutScore:
         return cls(cut.source, cut.frac, cut.gold, cut.span_tokens,
                    {name: (cut.hits(name), cost) for name, (_, cost) in cut.contexts.items()},
                    {"id": cut.id, "k": cut.k, "literals": cut.literals,
-                    "ledger_tokens": cut.contexts["ledger"][1], "span_tokens": cut.span_tokens})
+                    "ledger_tokens": cut.contexts["ledger"][1], "span_tokens": cut.span_tokens,
+                    **({"archived": cut.archive[1], "archive": cut.archive[0].counts()}
+                       if cut.archive else {})})
 
 
 @dataclass
@@ -458,6 +472,7 @@ class Tallies:
     groups: dict[tuple[str, str], dict[str, Tally]] = field(default_factory=dict)
     cut_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     ledger_lines: list[str] = field(default_factory=list)
+    archive: dict[tuple[str, str], Any] = field(default_factory=dict)  # ArchiveShares by group
 
     def add(self, scores: list[CutScore]) -> None:
         """One conversation's cuts."""
@@ -472,6 +487,7 @@ class Tallies:
                     bucket.setdefault(name, Tally()).add(score.gold, hits, tokens,
                                                          score.span_tokens)
             self.ledger_lines.append(json.dumps(score.ledger, ensure_ascii=False))
+            _tally_archive(self.archive, score)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``, which came after (its ledger lines are not kept: write them)."""
@@ -482,6 +498,23 @@ class Tallies:
             for name, tally in tallies.items():
                 bucket.setdefault(name, Tally()).merge(tally)
             self.cut_counts[group] = self.cut_counts.get(group, 0) + other.cut_counts[group]
+        for group, shares in other.archive.items():
+            _tally_archive(self.archive, None, group, shares)
+
+
+def _tally_archive(archive: dict[tuple[str, str], Any], score: CutScore | None,
+                   group: tuple[str, str] | None = None, shares: Any = None) -> None:
+    """Add a cut's archive shares (or a group's, when merging) to ``archive``."""
+    from .archive_eval import ArchiveShares
+
+    if score is not None:
+        counts = score.ledger.get("archive")
+        if counts is None:
+            return
+        for g in ((score.source, _pct(score.frac)), (score.source, "all"), ("all", "all")):
+            archive.setdefault(g, ArchiveShares()).add(counts)
+    else:
+        archive.setdefault(group, ArchiveShares()).add(shares)
 
 
 @dataclass(frozen=True)
@@ -566,7 +599,9 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
             "salience": salience.describe(),
             "groups": [{"source": s, "frac": f, "cuts": total.cut_counts[(s, f)],
                         **{c: t.summary() for c, t in ts.items()}}
-                       for (s, f), ts in total.groups.items()]}
+                       for (s, f), ts in total.groups.items()],
+            "archive": [{"source": s, "frac": f, "shares": shares.summary()}
+                        for (s, f), shares in total.archive.items()]}
 
 
 def _pct(frac: float | str) -> str:
@@ -641,6 +676,10 @@ def format_report(result: dict[str, Any]) -> str:
                 _p(hk["recall"]["id_like"]), _p(hk["recall"]["strict"]),
                 a["n"]["address"], _p(a["recall"]["address"]), _p(al["recall"]["address"]),
                 _p(led["recall"]["address"]), _p(hk["recall"].get("address")))) + " |")
+    from .archive_eval import format_shares
+
+    if format_shares(result):
+        lines.append(format_shares(result))
     lines.append(f"\n{result['conversations']} conversation(s), {result['cuts']} cut(s); "
                  f"budget {result['budget']}"
                  f"{' tokens' if isinstance(result['budget'], int) else ''}; "
@@ -747,7 +786,9 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     add_keep_last_option(parser, " in the +lastN, lastN and user+lastN contexts, as compact")
     add_salience_option(parser)
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
-                        help="write one JSON line per (conversation, k) with the pinned literals")
+                        help="write one JSON line per (conversation, k) with the pinned literals "
+                             "and the archived ones (archived: the non-sensitive values the "
+                             "archive holds at that cut)")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")
     add_fail_fast_option(parser)
     add_tokens_option(parser, "estimate")  # offline and reproducible: eval counts every turn

@@ -22,6 +22,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal as TypingLiteral
 
+from .archive import ArchiveLimits, archive_entries
 from .audit import STATUSES, AuditRecord, open_audit_sink
 from .budget import Budget, budget_tokens as resolve_budget  # not the parameter
 from .compose import Span, choose_span, compose, turn_tokens, with_tool_pairs
@@ -36,7 +37,7 @@ from .records import AttemptResult, audit_key, build_record, held_values, write_
 from .summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from .tokens import count_tokens
 from .trigger import BACKING_OFF, Decision, Trigger, live_tokens
-from .turns import Conversation, Turn
+from .turns import Conversation, Turn, call_text
 from .validate import Verdict, identifier_shaped, validate
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
@@ -91,6 +92,10 @@ class CompactionResult:
     audit_error: str | None = None
     timeouts: list[Any] = field(default_factory=list)  # rules that timed out: turns kept whole
     block: str | None = None  # the ledger block composed after the summary (None: not compacted)
+    # what the archive write did (archive_sqlite.ArchiveWrite); None: the log keeps no archive
+    archive: Any = None
+    # the non-sensitive values this compaction extracted from its span: what an archive gains
+    extracted: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, int]:
         """``pinned`` (ledger entries), ``reasked`` (summarizer calls after the first), then
@@ -250,7 +255,7 @@ class Firewall:
                  keep_tokens: int | None = None, required: str = "user",
                  placeholders: bool = False, audit: Any = None,
                  summarizer: Any = None, template: str | None = None,
-                 salience: Any = None) -> None:
+                 salience: Any = None, archive: bool | ArchiveLimits = True) -> None:
         if policy not in POLICIES:
             raise FirewallError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
         if required not in ("rules", "user", "all"):
@@ -284,6 +289,10 @@ class Firewall:
         from .salience import Salience, load_salience
 
         self.salience = salience if isinstance(salience, Salience) else load_salience(salience)
+        # every literal a compaction extracts goes to the audit log's archive (when the log
+        # keeps one), capped per conversation: see firewall.archive
+        self.archive_limits = archive if isinstance(archive, ArchiveLimits) else \
+            (ArchiveLimits() if archive else None)
 
     # ── one-shot calls ──────────────────────────────────────────────────────────────────
 
@@ -645,7 +654,60 @@ class Firewall:
         result.audit_error = write_record(self.audit, record) or key_error
         if record.compaction != plan.compaction:  # the log gave it the next free number
             self._renumbered(ledger.conversation_id, plan, record.compaction)
+        if result.compacted:
+            result.extracted = [lit.value for lit in plan.pinned.literals if not lit.sensitive]
+        if result.compacted and self.archive_limits is not None:
+            archive_error = self._archive(plan, result, key)
+            result.audit_error = result.audit_error or archive_error
         return result
+
+    def _archive(self, plan: _Plan, result: CompactionResult, key: bytes) -> str | None:
+        """Write every literal this compaction extracted into the log's archive (beside its
+        record); a log without one (JSONL, memory, a plain sink) is skipped. A failure is
+        reported like a failed record write, never undoing the compaction."""
+        try:
+            writer = getattr(self.audit, "write_archive", None)
+        except AuditError as exc:  # a deferred log that still cannot be opened
+            return str(exc)
+        if writer is None:
+            return None
+        turns = plan.conversation.turns
+        calls: dict[int, str] = {}  # a turn's tool calls as text, built once per turn
+
+        def text_of(lit: Literal) -> str | None:
+            index = plan.index(lit.turn)
+            if not 0 <= index < len(turns):
+                return None
+            turn = turns[index]
+            if lit.field == "text" or lit.value in turn.text:
+                return turn.text
+            if index not in calls:
+                calls[index] = call_text(turn)
+            return calls[index]
+
+        entries = archive_entries(
+            (lit for lit in plan.pinned.literals if len(lit.value) <= LITERAL_MAX_CHARS),
+            text_of, key=key, secrets=[e.value for e in plan.ledger.entries if e.sensitive])
+        try:
+            result.archive = writer(result.record.conversation_id, result.record.compaction,
+                                    entries, self.archive_limits)
+        except AuditError as exc:
+            return str(exc)
+        return None
+
+    def recall(self, query: str, *, conversation: str | None = None, kind: str | None = None,
+               rule: str | None = None, limit: int = 10) -> list[Any]:
+        """Literals archived by this firewall's compactions that match ``query`` (a value, any
+        part of one, or words of its context), best first, as ``archive.ArchiveHit``. Needs an
+        audit log that keeps an archive (SQLite, PostgreSQL); sensitive ones never come back."""
+        from .archive import NO_ARCHIVE, Query
+
+        search = getattr(self.audit, "recall", None) if self.audit is not None else None
+        if search is None:
+            raise AuditError(f"this firewall has no audit log with an archive to recall from "
+                             f"({NO_ARCHIVE}); pass audit=PATH_OR_URL")
+        return search(Query.of(query, conversation=conversation, kind=kind, rule=rule,
+                               limit=limit))
 
     def _fit(self, plan: _Plan, beside: Sequence[str]) -> str:
         """Fit the ledger to this compaction's budget, values the texts ``beside`` the block

@@ -19,8 +19,9 @@ Events:
     any turn the transcript holds after it) holds costing nothing (they stay pinned, but the
     block will not repeat them). The summary is Claude Code's ``compact_summary``, or the
     latest Codex ``compacted`` item (remote compaction leaves it empty: opaque); it is
-    validated against the ledger. Writes an audit
-    record; warns via ``systemMessage`` when a required literal is missing or
+    validated against the ledger. Writes an audit record, and every literal the compacted span
+    held into the log's archive (``firewall recall``); warns via ``systemMessage`` when a
+    required literal is missing or
     altered. Both clients fire ``PostCompact`` only after a compaction succeeded, so every
     record says ``compacted``; a failed compaction leaves no record.
 
@@ -35,6 +36,10 @@ fixtures in ``tests/fixtures/hooks`` are validated against those field lists.
 ``user-prompt-submit``
     Prints the ledger as ``additionalContext`` once after a compaction, if ``session-start`` did
     not (the Codex route: its ``SessionStart`` has no ``compact`` source in every release).
+
+Installed ``--with-mcp`` (the MCP server registered, so the agent has the ``recall`` tool), the
+re-injecting hooks run with ``--recall-hint``: the block ends with one line saying how many
+literals the archive holds and how to ask for one.
 
 Each session has one state file, ``<state dir>/sessions/<session id>.json`` (the ledger with
 its HMAC key, the transcript offset read so far, the re-injection flag, whether the ledger is
@@ -242,7 +247,8 @@ def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
         summary = event.get("compact_summary")
         if not isinstance(summary, str):  # Codex: the summary is in the rollout, when local
             summary = chunk.summaries[-1] if chunk.summaries else None
-        evicted = _pin_compaction(state, fw, summary)
+        extracted: list[Any] = []
+        evicted = _pin_compaction(state, fw, summary, extracted=extracted)
         state.pending = True
         save_state(state)
     log = audit if audit is not None else _audit_log()
@@ -250,6 +256,8 @@ def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
     record = audit_record(state.ledger, summary or None, fw, agent=agent, log=log,
                           evicted=evicted)
     log.write(record)
+    if extracted:
+        archive_span(log, record, state.ledger, *extracted[0])
     verdict = record.attempts[0].verdict
     lost = [v if not v.startswith("hmac:") else "(sensitive)"
             for v in (verdict.missing_values + verdict.mutated_values if verdict else [])]
@@ -296,13 +304,15 @@ def kept_after(chunk: TranscriptChunk) -> list[str]:
 
 
 def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
-                    summary_in_transcript: bool = False) -> list[Any]:
+                    summary_in_transcript: bool = False,
+                    extracted: list[Any] | None = None) -> list[Any]:
     """Build the ledger of the transcript's latest compaction with ``Firewall.pin``, the path
     ``compact`` and ``firewall eval`` share: the whole transcript read again (the span's uses
     rank the entries and its size sets the budget), a new ledger under the session's nonce and
     key (a block it wrote stays recognisable), the values ``summary`` (or, with
     ``summary_in_transcript``, the one the transcript holds) holds costing nothing. Returns the
-    evictions."""
+    evictions; ``extracted`` (a list) receives the archive entries of every literal the span
+    held, pinned or not (see ``firewall.archive``)."""
     from .ledger import Ledger
 
     old = state.ledger
@@ -316,7 +326,35 @@ def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
     beside = ([summary] if summary else []) + kept_after(chunk)
     pinned = fw.pin(ledger, chunk.turns[start:end], offset=start, beside=beside)
     state.ledger, state.held, state.pinned = ledger, sorted(pinned.held), True
+    if extracted is not None:
+        extracted.append((pinned.literals, chunk.turns))
     return pinned.evicted
+
+
+def archive_span(log: Any, record: Any, ledger: Any, literals: list[Any],
+                 turns: list[Any]) -> Any:
+    """Write every literal the compacted span held into the log's archive, beside the
+    record (``firewall recall``, the MCP ``recall`` tool); a log without one (JSONL) is
+    skipped. Returns what the write did, or None."""
+    from .archive import ArchiveLimits, archive_entries
+    from .ledger import LITERAL_MAX_CHARS
+    from .records import audit_key
+    from .turns import call_text
+
+    writer = getattr(log, "write_archive", None)
+    if writer is None:
+        return None
+
+    def text_of(lit: Any) -> str | None:
+        if not 0 <= lit.turn < len(turns):
+            return None
+        turn = turns[lit.turn]
+        return turn.text if lit.field == "text" or lit.value in turn.text else call_text(turn)
+
+    entries = archive_entries((lit for lit in literals if len(lit.value) <= LITERAL_MAX_CHARS),
+                              text_of, key=audit_key(log),
+                              secrets=[e.value for e in ledger.entries if e.sensitive])
+    return writer(record.conversation_id, record.compaction, entries, ArchiveLimits())
 
 
 def _fit(state: SessionState) -> list[Any]:
@@ -325,18 +363,20 @@ def _fit(state: SessionState) -> list[Any]:
     return state.ledger.fit(Budget().tokens(None), held=set(state.held))
 
 
-def session_start(event: dict[str, Any], fw: Any, agent: str = "claude-code") -> dict | None:
+def session_start(event: dict[str, Any], fw: Any, agent: str = "claude-code",
+                  recall_hint: bool = False) -> dict | None:
     if event.get("source") != "compact":
         return None
-    return _reinject(event, fw, "SessionStart")
+    return _reinject(event, fw, "SessionStart", recall_hint=recall_hint)
 
 
-def user_prompt_submit(event: dict[str, Any], fw: Any, agent: str = "codex") -> dict | None:
-    return _reinject(event, fw, "UserPromptSubmit", only_pending=True)
+def user_prompt_submit(event: dict[str, Any], fw: Any, agent: str = "codex",
+                       recall_hint: bool = False) -> dict | None:
+    return _reinject(event, fw, "UserPromptSubmit", only_pending=True, recall_hint=recall_hint)
 
 
 def _reinject(event: dict[str, Any], fw: Any, hook_event: str,
-              only_pending: bool = False) -> dict | None:
+              only_pending: bool = False, recall_hint: bool = False) -> dict | None:
     session = _session(event)
     if not session_path(session).exists():
         return None
@@ -350,8 +390,22 @@ def _reinject(event: dict[str, Any], fw: Any, hook_event: str,
             _fit(state)  # a no-op after post_compact
         state.pending = False
         save_state(state)
+    context = state.ledger.render(state.held)
+    if recall_hint:  # installed --with-mcp: the agent has the recall tool
+        hint = _recall_hint(state.ledger.conversation_id)
+        context = f"{context}\n{hint}" if hint else context
     return {"hookSpecificOutput": {"hookEventName": hook_event,
-                                   "additionalContext": state.ledger.render(state.held)}}
+                                   "additionalContext": context}}
+
+
+def _recall_hint(conversation_id: str) -> str | None:
+    """The block's last line: how many literals the archive holds and how to ask for one
+    (None when the log keeps no archive or it is empty: nothing to ask for)."""
+    from .archive import hint_line
+
+    counting = getattr(_audit_log(), "archive_count", None)
+    count = counting(conversation_id) if counting is not None else 0
+    return hint_line(count) if count else None
 
 
 def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str,
@@ -396,13 +450,14 @@ def _session(event: dict[str, Any]) -> str:
     return session
 
 
+REINJECTING = ("session-start", "user-prompt-submit")  # their output is the agent's context
 HANDLERS = {"pre-compact": pre_compact, "post-compact": post_compact,
             "session-start": session_start, "user-prompt-submit": user_prompt_submit}
 
 
 def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None = None,
              stdin: IO[str] | None = None, stdout: IO[str] | None = None,
-             stderr: IO[str] | None = None) -> int:
+             stderr: IO[str] | None = None, recall_hint: bool = False) -> int:
     """Run one hook on the event JSON from ``stdin``. Always returns 0 (fail open)."""
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     try:
@@ -417,7 +472,10 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
             from .salience import salience_from_env
 
             fw = Firewall(rules or None, salience=salience_from_env())  # $FIREWALL_SALIENCE
-        output = HANDLERS[name](event, fw, agent)
+        if recall_hint and name in REINJECTING:
+            output = HANDLERS[name](event, fw, agent, recall_hint=True)
+        else:
+            output = HANDLERS[name](event, fw, agent)
         if output:
             stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
     except Exception as exc:  # noqa: BLE001 - a hook must never break the agent
@@ -429,14 +487,15 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
 # ── configuration ────────────────────────────────────────────────────────────────────────────
 
 def hooks_config(agent: str, command: str = "firewall", rules: list[str] | None = None,
-                 only: bool = False) -> dict[str, Any]:
+                 only: bool = False, with_mcp: bool = False) -> dict[str, Any]:
     """The ``{"hooks": {...}}`` block for Claude Code settings.json or Codex hooks.json;
     ``rules`` are added to the built-in packs, or replace them with ``only``.
 
     The agent runs the command through a shell: every value is quoted as one shell word (a
     pack path with a space stays one path; ``;``, ``$(...)`` or a backtick in a value is text,
     never a second command). ``command`` is shell words (``uv run firewall``; a path with a
-    space written quoted), each quoted again."""
+    space written quoted), each quoted again. ``with_mcp``: the MCP server is registered too,
+    so the re-injecting hooks end the block with the archive's hint line (``--recall-hint``)."""
     if agent not in _WIRING:
         raise FirewallError(f"unknown agent {agent!r}; one of {', '.join(AGENTS)}")
     try:
@@ -451,9 +510,45 @@ def hooks_config(agent: str, command: str = "firewall", rules: list[str] | None 
         " --only" if only and rules else "")
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event, matcher, name in _WIRING[agent]:
+        hint = " --recall-hint" if with_mcp and name in REINJECTING else ""
         hooks.setdefault(event, []).append({"matcher": matcher, "hooks": [
-            {"type": "command", "command": f"{program} hooks run {name}{extra}"}]})
+            {"type": "command", "command": f"{program} hooks run {name}{extra}{hint}"}]})
     return {"hooks": hooks}
+
+
+MCP_SERVER = "literal-firewall"
+
+
+def mcp_config_path(settings: str | os.PathLike[str]) -> Path:
+    """Where Claude Code reads a project's MCP servers: ``.mcp.json`` at the project root,
+    beside the ``.claude`` folder of ``settings`` (else beside ``settings`` itself)."""
+    path = Path(settings).expanduser()
+    folder = path.parent
+    return (folder.parent if folder.name == ".claude" else folder) / ".mcp.json"
+
+
+def install_mcp(path: str | os.PathLike[str], command: str = "firewall") -> bool:
+    """Register ``firewall mcp`` (its ``recall`` tool) as the ``literal-firewall`` server in
+    the ``mcpServers`` of the JSON file at ``path`` (created if missing); an existing entry of
+    that name is kept. True if anything changed."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    try:
+        config = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
+    servers = config.setdefault("mcpServers", {}) if isinstance(config, dict) else None
+    if not isinstance(servers, dict):
+        raise FirewallError(f'{path}: "mcpServers" is not a JSON object; not touching it')
+    if MCP_SERVER in servers:
+        return False
+    words = shlex.split(command)
+    servers[MCP_SERVER] = {"command": words[0], "args": [*words[1:], "mcp"]}
+    write_atomic(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    return True
 
 
 def merge_hooks(settings: dict[str, Any], config: dict[str, Any]) -> bool:
@@ -480,7 +575,7 @@ def merge_hooks(settings: dict[str, Any], config: dict[str, Any]) -> bool:
 
 
 def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
-            rules: list[str] | None = None, only: bool = False) -> bool:
+            rules: list[str] | None = None, only: bool = False, with_mcp: bool = False) -> bool:
     """Merge the hooks into the JSON settings file at ``path`` (created if missing)."""
     path = Path(path).expanduser()
     try:
@@ -493,7 +588,7 @@ def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
         raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
     if not isinstance(settings, dict):
         raise FirewallError(f"{path} does not hold a JSON object; not touching it")
-    changed = merge_hooks(settings, hooks_config(agent, command, rules, only))
+    changed = merge_hooks(settings, hooks_config(agent, command, rules, only, with_mcp))
     if changed:
         write_atomic(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
     return changed
@@ -502,11 +597,20 @@ def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
 # ── CLI ──────────────────────────────────────────────────────────────────────────────────────
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    config = hooks_config(args.agent, args.command, args.rules, args.only)
+    config = hooks_config(args.agent, args.command, args.rules, args.only, args.with_mcp)
     if args.install:
-        changed = install(args.install, args.agent, args.command, args.rules, args.only)
+        changed = install(args.install, args.agent, args.command, args.rules, args.only,
+                          args.with_mcp)
         sys.stderr.write(f"firewall: {'installed hooks in' if changed else 'hooks already in'} "
                          f"{args.install}\n")
+        if args.with_mcp and args.agent == "claude-code":
+            where = mcp_config_path(args.install)
+            done = install_mcp(where, args.command)
+            sys.stderr.write(f"firewall: {'registered' if done else 'already registered:'} the "
+                             f"{MCP_SERVER} MCP server (its recall tool) in {where}\n")
+        elif args.with_mcp:
+            sys.stderr.write(f"firewall: register the MCP server in Codex too: codex mcp add "
+                             f"{MCP_SERVER} -- {args.command} mcp\n")
     if args.print or not args.install:
         sys.stdout.write(json.dumps(config, indent=2) + "\n")
     return 0
@@ -517,7 +621,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # --rules adds to the built-in packs, as everywhere; no usage error here (see run_hook)
     rules = pack_names(args.rules, args.only) if args.rules else None
-    return run_hook(args.event, agent=args.agent, rules=rules)
+    return run_hook(args.event, agent=args.agent, rules=rules, recall_hint=args.recall_hint)
 
 
 def add_hooks_commands(subparsers: Any) -> None:
@@ -535,6 +639,11 @@ def add_hooks_commands(subparsers: Any) -> None:
         p.add_argument("--command", default="firewall",
                        help="how the agent runs this CLI: the hook command must be on the "
                             "agent's PATH, or give its full path (default: firewall)")
+        p.add_argument("--with-mcp", action="store_true",
+                       help="also register `firewall mcp` (its recall tool: Claude Code's "
+                            ".mcp.json at the project root); the block re-injected after a "
+                            "compaction then ends with one line saying how many literals are "
+                            "archived and how to ask for one")
         add_rules_option(p, "packs the hooks use")
         p.set_defaults(func=_cmd_config, agent=agent)
     run = sub.add_parser("run", help="run one hook: the agent's event JSON on stdin")
@@ -543,6 +652,9 @@ def add_hooks_commands(subparsers: Any) -> None:
                      help="the hook event this call answers")
     run.add_argument("--agent", choices=AGENTS, default="claude-code",
                      help="whose event and transcript format (default: claude-code)")
+    run.add_argument("--recall-hint", action="store_true",
+                     help="end the re-injected block with the archive's hint line (the agent "
+                          "has the MCP recall tool)")
     add_rules_option(run)
     run.set_defaults(func=_cmd_run)
 

@@ -7,8 +7,9 @@ firewall for it instead of re-reading the codebase::
     firewall mcp --ledger run.ledger.json --audit-db audit.db
 
 Tools: ``pinned_literals`` (every pinned value with its provenance), ``find_pinned`` (exact
-values by prefix and/or rule) and ``literal_survival`` ("did X survive, and where": the audit
-log's ``find_literal``, as ``firewall audit literal``). The ledgers are the ``--ledger`` files
+values by prefix and/or rule), ``literal_survival`` ("did X survive, and where": the audit
+log's ``find_literal``, as ``firewall audit literal``) and ``recall`` (any literal a compaction
+extracted, pinned or not, by any part of it: ``firewall recall``). The ledgers are the ``--ledger`` files
 (written by ``firewall compact --ledger``) or, by default, the hooks' session state files; each
 call reads them again, so answers follow the conversation as it goes.
 
@@ -34,7 +35,8 @@ MAX_ENTRIES = 500  # per answer: a long-running ledger must not flood the client
 INSTRUCTIONS = (
     "The exact strings (IDs, paths, error codes, keys) pinned from this conversation before "
     "its context was compacted, with where each was first seen, and whether each survived "
-    "every compaction. Prefer these values over ones recalled from a summary.")
+    "every compaction. Prefer these values over ones recalled from a summary. `recall` finds "
+    "any string seen before a compaction, pinned or not, from any part of it you remember.")
 
 
 class MCPServerError(FirewallError):
@@ -165,9 +167,24 @@ class LiteralService:
             answer["notes"] = [note]
         return answer
 
+    def recall(self, query: str, conversation: str | None = None, kind: str | None = None,
+               limit: int = 10) -> dict[str, Any]:
+        """The archive's best hits (``firewall recall``): sensitive literals never."""
+        from .archive import NO_ARCHIVE, Query
+
+        question = Query.of(query, conversation=conversation, kind=kind, limit=limit)
+        log, note = self._log()
+        if log is None:
+            return {"found": False, "hits": [], "notes": [note]}
+        search = getattr(log, "recall", None)
+        if search is None:
+            raise MCPServerError(NO_ARCHIVE)
+        hits = [hit.to_dict() for hit in search(question)]
+        return {"found": bool(hits), "hits": hits}
+
 
 def build_server(service: LiteralService) -> Any:
-    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the service's three tools."""
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the service's four tools."""
     import_extra("mcp", "firewall mcp", MCPServerError)
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -202,6 +219,16 @@ def build_server(service: LiteralService) -> Any:
         status (in_summary, kept_verbatim, reinjected, mutated_*, evicted, opaque), and which
         current ledgers pin it."""
         return answer(service.literal_survival, value)
+
+    @server.tool()
+    def recall(query: str, conversation: str | None = None, kind: str | None = None,
+               limit: int = 10) -> dict[str, Any]:
+        """Find an exact string (path, id, name, error code) seen before a compaction, pinned
+        or not, by any part you remember: a base name ("models.py"), a path segment, a part of
+        a snake_case/camelCase name, an id's first characters, or words of the line it was in.
+        Hits best first, each with its value, kind, rule, where it was seen and its context
+        line. Secrets are never returned."""
+        return answer(service.recall, query, conversation, kind, limit)
 
     return server
 

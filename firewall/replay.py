@@ -119,6 +119,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
     ledger = Ledger.new(conversation.id)
     session = _replayed_session(conversation, firewall) if hooks else None
     live = _Live()
+    archived: set[str] = set()  # what an archive of the compactions so far holds
     out = ReplayConversation(id=conversation.id, source=source,
                              messages=len(conversation.turns), window=trigger.window,
                              watermark=trigger.watermark, live_tokens=[])
@@ -135,9 +136,11 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         result = firewall.compact(context, summarizer, ledger=ledger, compaction=number,
                                   tail_start=due.boundary, must_shrink=True)
         scan_until(at)
+        archived.update(result.extracted)
         compaction = _measure(conversation, live, result, ledger, at=at, number=number,
                               boundary=due.boundary, trigger=trigger, before=before,
-                              secrets=secrets, rules=rules, session=session)
+                              secrets=secrets, rules=rules, session=session,
+                              archived=archived)
         out.compactions.append(compaction)
         if contexts is not None:
             contexts(redact({"id": conversation.id, "compaction": number, "k": compaction.k,
@@ -178,7 +181,8 @@ def _count_rereads(conversation: Conversation, compactions: list[ReplayCompactio
 
 def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,
              number: int, boundary: int, trigger: Trigger, before: int, secrets: set[str],
-             rules: dict[str, str], session: Any = None) -> ReplayCompaction:
+             rules: dict[str, str], session: Any = None,
+             archived: set[str] | None = None) -> ReplayCompaction:
     """Replace the live context by the compacted one and measure the compaction, whose span
     ended before the live context's turn ``boundary``."""
     old_turns, old_origin = live.turns, live.origin
@@ -217,9 +221,11 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     in_ledger = [occurs(g.literal, ledger_text) for g in gold]
     id_like_at = [i for i, g in enumerate(gold) if g.id_like]
     composed = "\n".join((summary, ledger_text, kept_text))
+    archive_text = "\n".join(sorted(archived or ()))
     lost = [GoldFate(value=SENSITIVE if g.literal in secrets else g.literal,
                      rule=rules.get(g.literal), fate="lost", uses_after=uses[g.literal],
-                     bare=_held_bare(g.literal, composed))
+                     bare=_held_bare(g.literal, composed),
+                     archived=g.literal not in secrets and occurs(g.literal, archive_text))
             for g, fate in zip(gold, fates) if fate == "lost"]
     lost.sort(key=lambda f: -f.uses_after)
     report = result.report()
@@ -240,6 +246,7 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
         recall_context_id_like=_share(sum(fates[i] != "lost" for i in id_like_at),
                                       len(id_like_at)),
         recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)),
+        one_call_id_like=sum(f.archived and id_like(f.value) for f in lost),
         **hooked)
 
 
@@ -311,6 +318,7 @@ class Totals:
     kept_id_like: int = 0
     below_target: int = 0  # compactions whose composed ID-like recall is under RECALL_TARGET
     lost_id_like_bare: int = 0  # ID-like gold lost as written but held without its end mark
+    one_call_id_like: int = 0  # ID-like gold lost from the context but in the archive
     min_recall_id_like: float | None = None
     max_share: float | None = None
     hooks: HookTotals = field(default_factory=lambda: HookTotals())
@@ -333,6 +341,7 @@ class Totals:
             self.gold_id_like += c.gold_id_like or 0
             self.kept_id_like += round((c.recall_context_id_like or 0) * (c.gold_id_like or 0))
             self.lost_id_like_bare += sum(f.bare and id_like(f.value) for f in c.losses)
+            self.one_call_id_like += c.one_call_id_like or 0
             if c.recall_context_id_like is not None:
                 self.below_target += c.recall_context_id_like < RECALL_TARGET
                 self.min_recall_id_like = min(c.recall_context_id_like,
@@ -444,6 +453,10 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"{t.below_target} compaction(s) under {RECALL_TARGET * 100:g} %",
         f"ID-like gold lost: {t.gold_id_like - t.kept_id_like}, of which {t.lost_id_like_bare}"
         f" held without the punctuation that ends the gold token ('L031' for 'L031:')",
+        f"the archive: ID-like gold in the context {_pct(_share(t.kept_id_like, t.gold_id_like))}"
+        f" %, one recall call away {_pct(_share(t.one_call_id_like, t.gold_id_like))} %, lost "
+        f"{_pct(_share(t.gold_id_like - t.kept_id_like - t.one_call_id_like, t.gold_id_like))}"
+        f" %",
         f"composed-context strict recall {_pct(_share(t.kept, t.gold))} % of {t.gold} gold; "
         f"ledger alone {_pct(_share(t.in_ledger, t.gold))} %",
         f"ledger {t.ledger_tokens:,} tokens = {_pct(_share(t.ledger_tokens, t.span_tokens))} % "

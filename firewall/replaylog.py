@@ -29,6 +29,9 @@ class GoldFate(_Strict):
     bare: bool = Field(False, description=(
         "lost as written, but the composed context holds it without the punctuation that "
         "ends it ('L031' for the gold token 'L031:'); still counted lost"))
+    archived: bool = Field(False, description=(
+        "lost from the context, but one `recall` call away: a value an archive of the "
+        "compactions so far holds is it or holds it"))
 
 
 class ReplayCompaction(_Strict):
@@ -72,6 +75,9 @@ class ReplayCompaction(_Strict):
         None, description="share of the ID-like gold in summary + the hooks' block + kept turns")
     hooks_tokens: int | None = Field(
         None, description="tokens of the block the session-start hook re-injects")
+    one_call_id_like: int | None = Field(
+        None, description="ID-like gold lost from the context but in the archive (one recall "
+                          "call away); in context + one call away + lost = gold_id_like")
 
 
 class ReplayConversation(_Strict):

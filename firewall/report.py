@@ -60,6 +60,8 @@ class CompactionView:
     recall_ledger: float | None
     rereads: int | None
     losses: list[Loss] = field(default_factory=list)
+    # the ID-like gold: in the context, one recall call away (the archive), lost (replay only)
+    shares: tuple[int, int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -104,9 +106,18 @@ def read_replay(path: str | Path) -> Iterator[ConversationView]:
                     c.span_tokens, c.ledger_tokens, c.compacted, c.pinned, c.in_summary,
                     c.evicted, c.lost, c.gold, c.recall_context, c.recall_ledger, c.rereads,
                     [Loss(g.value, g.rule, g.uses_after,
-                          "held without its end punctuation" if g.bare else None)
-                     for g in c.losses])
+                          "held without its end punctuation" if g.bare else
+                          ("one recall call away: the archive holds it" if g.archived else None))
+                     for g in c.losses], _shares(c))
                     for c in conv.compactions], conv.skipped)
+
+
+def _shares(c: Any) -> tuple[int, int, int] | None:
+    """(in context, one call away, lost) of a replayed compaction's ID-like gold."""
+    if c.gold_id_like is None or c.one_call_id_like is None:
+        return None  # a line from before the archive
+    kept = round((c.recall_context_id_like or 0) * c.gold_id_like)
+    return kept, c.one_call_id_like, c.gold_id_like - kept - c.one_call_id_like
 
 
 _LOST = ("missing", "mutated_unrepaired")
@@ -418,13 +429,23 @@ def _compaction_rows(v: ConversationView) -> str:
             f'<td>{c.ledger_tokens:,}{share}</td><td>{c.pinned}</td><td>{c.in_summary}</td>'
             f'<td>{c.evicted}</td><td class="{"bad" if c.lost else ""}">{c.lost}</td>'
             f'<td>{_pct(c.recall_context)}</td>'
+            f'<td>{_share_cell(c.shares)}</td>'
             f'<td>{"–" if c.rereads is None else c.rereads}</td>'
             f'<td class="l">{fate_bar(c)}</td></tr>')
     return ('<div class="wide"><table><thead><tr><th>#</th><th>at message</th>'
             '<th class="l">trigger</th><th>live tokens</th><th>ledger tokens</th><th>pinned</th>'
-            '<th>in summary</th><th>evicted</th><th>lost</th><th>recall</th><th>re-reads</th>'
+            '<th>in summary</th><th>evicted</th><th>lost</th><th>recall</th>'
+            '<th title="ID-like gold: in the context / one recall call away (the archive) / '
+            'lost">ID-like: context / one call / lost</th><th>re-reads</th>'
             f'<th class="l">literals</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
             '</div>')
+
+
+def _share_cell(shares: tuple[int, int, int] | None) -> str:
+    if shares is None or not sum(shares):
+        return "–"
+    total = sum(shares)
+    return " / ".join(f"{n * 100 / total:.0f} %" for n in shares)
 
 
 def _losses(v: ConversationView) -> str:

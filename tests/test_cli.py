@@ -199,3 +199,36 @@ def test_audit_literal_exits_1_when_no_compaction_holds_the_value(capsys, tmp_pa
     assert code == 1 and "'INV-2025-08-44718' appears in no recorded compaction" in out
     assert "`literal` exits 1 when no recorded compaction holds the value" in (
         Path(__file__).parent.parent / "README.md").read_text("utf-8")
+
+
+def test_recall_finds_an_archived_literal_by_a_part_of_it(capsys, audit_db, tmp_path):
+    db = audit_db
+    code, _, err = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only",
+                       "--keep-last", "1", "--audit-db", db)
+    assert code == 0, err
+    code, out, _ = run(capsys, "recall", "44719", "--audit-db", db, "--json")
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and hits[0]["value"] == "INV-2025-08-44719"
+    assert set(hits[0]) == {"value", "kind", "rule", "role", "first_turn", "last_turn",
+                            "compaction", "conversation", "context", "score"}
+    assert hits[0]["conversation"] == "anthropic" and hits[0]["compaction"] == 1
+    code, out, _ = run(capsys, "recall", "INV-2025", "--audit-db", db, "--conversation",
+                       "anthropic", "--limit", "1")
+    assert code == 0 and out.startswith("INV-2025-08-44719\n") and "prefix" in out
+    code, out, err = run(capsys, "recall", "no-such-thing-9", "--audit-db", db)
+    assert code == 1 and out == "" and "nothing archived matches" in err
+    code, _, err = run(capsys, "recall", "INV", "--audit-db", db, "--rule", "no/such")
+    assert code == 1
+
+
+def test_recall_says_a_jsonl_log_keeps_no_archive(capsys, tmp_path):
+    db = str(tmp_path / "audit.jsonl")
+    code, _, _ = run(capsys, "compact", ANTHROPIC, "--rules", MINIMAL, "--only",
+                     "--keep-last", "1", "--audit-db", db)
+    assert code == 0
+    code, out, err = run(capsys, "recall", "INV-2025", "--audit-db", db)
+    assert code == 2 and "keeps no archive" in err
+    code, _, err = run(capsys, "recall", "x", "--audit-db", str(tmp_path / "none.db"))
+    assert code == 1 and "no audit log" in err
+    with pytest.raises(SystemExit):
+        main(["recall", "x", "--limit", "0"])

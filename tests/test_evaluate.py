@@ -273,7 +273,9 @@ def test_run_groups_by_source_and_fraction_and_writes_ledgers(tmp_path):
     assert len(seen) == 2 and "2 cut(s)" in seen[-1]
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [(r["id"], r["k"]) for r in lines] == [("c1", 3), ("c2", 3)]
-    assert set(lines[0]) == {"id", "k", "literals", "ledger_tokens", "span_tokens"}
+    assert set(lines[0]) >= {"id", "k", "literals", "ledger_tokens", "span_tokens",
+                             "archived", "archive"}
+    assert "#W1000" in lines[0]["archived"]
     assert "#W1000" in lines[0]["literals"] and lines[0]["ledger_tokens"] > 0
 
 
@@ -316,3 +318,53 @@ def test_eval_measures_the_agents_own_compactions_of_a_session_file(capsys):
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "| claude_code_compacted | 2 | 9 | 13 | 0.0 | 0.0 | 100.0 |" in out
+
+
+# ── the archive's three shares and recall quality (issue 27) ────────────────────────────────
+
+def test_the_archive_splits_the_id_like_gold_in_three(firewall):
+    from firewall.archive_eval import ArchiveShares
+    from firewall.evaluate import CutScore
+
+    roomy = evaluate_cut(conversation(), 3, firewall=firewall, budget=2000, keep_last=0)
+    shares, archived = roomy.archive
+    id_like = [g for g in roomy.gold if g.id_like]
+    assert shares.gold == len(id_like) > 0
+    assert shares.in_context + shares.one_call + shares.lost == shares.gold
+    assert {"#W1000", "12345"} <= set(archived)
+    # a budget of nothing: the block holds nothing, and what the span held is one call away
+    starved = evaluate_cut(conversation(), 3, firewall=firewall, budget=1, keep_last=0)
+    tight = starved.archive[0]
+    assert tight.in_context < shares.in_context and tight.one_call > 0
+    assert tight.fragment_queries == tight.one_call
+    assert tight.fragment_top5 == tight.fragment_queries  # a tiny archive: found every time
+    line = CutScore.of(starved).ledger
+    assert line["archive"] == tight.counts() and line["archived"] == starved.archive[1]
+    total = ArchiveShares()
+    total.add(line["archive"])
+    total.add(tight)
+    assert total.summary()["share_one_call"] == tight.one_call / tight.gold
+
+
+def test_an_agent_half_remembering_asks_for_a_fragment_or_context_words():
+    from firewall.archive import ArchiveEntry
+    from firewall.archive_eval import context_words, fragment
+
+    assert fragment("src/app/models.py") == "models.py"
+    assert fragment("get_user_record") == "record"
+    assert fragment("a1b2c3d4e5f6") == "a1b2c3"
+    entry = ArchiveEntry("src/app/models.py", "0" * 64, "path", "r", "tool", 1, 1, 1,
+                         "Edited src/app/models.py: the cache warms slowly", False, None)
+    assert context_words(entry) == ["Edited", "cache", "slowly"]  # the longest, in order
+
+
+def test_the_report_shows_the_archive_shares(tmp_path, capsys):
+    data = tmp_path / "shop.jsonl"
+    write_jsonl(data, [("c1", MESSAGES)])
+    result = run([data], fractions=[0.5], budget=1, keep_last=0)
+    (total,) = [r for r in result["archive"] if (r["source"], r["frac"]) == ("all", "all")]
+    assert total["shares"]["one_call"] > 0
+    from firewall.evaluate import format_report
+
+    result["tokens"] = "estimate"
+    assert "one call away" in format_report(result)

@@ -569,3 +569,47 @@ def test_session_start_builds_the_ledger_when_no_post_compact_did(tmp_path):
     written = Ledger.parse(json.loads(out)["hookSpecificOutput"]["additionalContext"],
                            state.ledger.nonce, state.ledger.key)
     assert {e.value for e in written} == {v for v in ledger.values() if v not in summary}
+
+
+# ── the archive: every literal of the compacted span, one MCP call away (issue 27) ────────────
+
+def test_post_compact_archives_the_span_and_the_hint_line_needs_with_mcp():
+    summary = f"Refund for order {ORDER}."
+    assert run("pre-compact", claude_event("PreCompact", trigger="auto"))[0] == 0
+    code, _, err = run("post-compact", claude_event("PostCompact", trigger="auto",
+                                                    compact_summary=summary))
+    assert code == 0 and err == ""
+    log = open_audit_log(os.environ["FIREWALL_AUDIT_DB"])
+    session = claude_event("x")["session_id"]
+    count = log.archive_count(session)
+    assert count >= 3
+    assert log.recall(firewall.archive.Query.of("refunds.py"))[0].value == PATH
+    start = claude_event("SessionStart", source="compact", model="claude-sonnet-4-5")
+
+    # without the MCP server the agent cannot ask: no hint line
+    plain = json.loads(run("session-start", start)[1])["hookSpecificOutput"]["additionalContext"]
+    assert "recall" not in plain
+    state = hooks.load_state(session)
+    state.pending = True
+    hooks.save_state(state)
+    code, out, _ = run("session-start", start, recall_hint=True)
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith(plain)
+    assert context.splitlines()[-1] == firewall.archive.hint_line(count)
+    assert context.count("\n") == plain.count("\n") + 1  # one line more, no other change
+
+
+def test_install_with_mcp_registers_the_server_and_the_hint(tmp_path, capsys):
+    settings = tmp_path / "project" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    assert hooks.main(["claude-code", "--install", str(settings), "--with-mcp"]) == 0
+    commands = [h["command"] for groups in json.loads(settings.read_text())["hooks"].values()
+                for g in groups for h in g["hooks"]]
+    assert "firewall hooks run session-start --recall-hint" in commands
+    assert "firewall hooks run post-compact" in commands  # only re-injecting hooks get it
+    mcp = json.loads((tmp_path / "project" / ".mcp.json").read_text())
+    assert mcp["mcpServers"]["literal-firewall"] == {"command": "firewall", "args": ["mcp"]}
+    assert "registered the literal-firewall MCP server" in capsys.readouterr().err
+    assert hooks.install_mcp(tmp_path / "project" / ".mcp.json") is False  # idempotent
+    plain = hooks.hooks_config("claude-code")["hooks"]["SessionStart"][0]["hooks"][0]
+    assert "--recall-hint" not in plain["command"]  # opt-in

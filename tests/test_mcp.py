@@ -76,7 +76,7 @@ def test_lists_its_tools_and_answers_lookups_over_stdio(served):
 
     tools, by_prefix, survival, pinned, elsewhere = call(db, [ledger_file], steps)
     assert {t.name for t in tools.tools} == {"pinned_literals", "find_pinned",
-                                             "literal_survival"}
+                                             "literal_survival", "recall"}
 
     found = structured(by_prefix)
     assert [e["value"] for e in found["entries"]] == [INVOICE]  # exact, and not OTHER
@@ -226,3 +226,30 @@ def test_a_field_path_masks_each_secret_at_its_exact_boundary():
         assert public_field(path, ["pw"]) == path.replace("pw", "[sensitive]")
     assert public_field("content.pwd.id", ["pw"]) == "content.pwd.id"  # not a whole key
     assert public_field("text", [token, "text"]) == "text"
+
+
+def test_recall_answers_from_the_archive_and_never_with_a_secret(served):
+    db, ledger_file, result = served
+
+    async def steps(client):
+        return [await client.call_tool("recall", arguments) for arguments in (
+            {"query": "10001"},                          # an id's last characters
+            {"query": "charged twice", "limit": 5},       # words of its line
+            {"query": "AKIA"}, {"query": AWS_ID}, {"query": AWS_ID[-6:]},
+            {"query": "billing export"},
+            {"query": "INV", "conversation": "another-one"},
+            {"query": " "})]
+
+    answers = call(db, [ledger_file], steps)
+    assert AWS_ID not in json.dumps([a.model_dump(mode="json") for a in answers[:-1]])
+    by_suffix, by_words, *secret, elsewhere, empty = answers
+    hit = structured(by_suffix)["hits"][0]
+    assert hit["value"] == OTHER and hit["conversation"] == result.ledger.conversation_id
+    assert set(hit) == {"value", "kind", "rule", "role", "first_turn", "last_turn",
+                        "compaction", "conversation", "context", "score"}
+    assert INVOICE in [h["value"] for h in structured(by_words)["hits"]]
+    for answer in secret:
+        assert all("AKIA" not in h["value"] for h in structured(answer)["hits"])
+        assert all(AWS_ID[4:12] not in (h["context"] or "") for h in structured(answer)["hits"])
+    assert structured(elsewhere) == {"found": False, "hits": []}
+    assert empty.is_error and "needs a query" in empty.content[0].text

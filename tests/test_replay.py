@@ -419,3 +419,25 @@ def test_the_replayed_session_file_is_what_claude_code_would_have_written(tmp_pa
     session.close()
     assert not os.path.exists(session._dir.name)
     assert ReplayedSession.of(conversation(), Firewall(None)) is None
+
+
+def test_gold_the_context_lost_is_one_recall_call_away_when_archived(capsys):
+    tight = Firewall(None, keep_last=1, budget_tokens=1)  # the block holds next to nothing
+    conv = conversation()
+    replay = replay_conversation(conv, firewall=tight, trigger=Trigger(
+        window=window_for(session(), 0.4)), keep_last=1,
+        summarizer=ScriptedSummarizer(["Work went on."] * 20))
+    cs = [c for c in replay.compactions if c.compacted]
+    assert cs and sum(c.one_call_id_like for c in cs) > 0
+    for c in cs:
+        lost_id = [f for f in c.losses if len(f.value) >= 4 and any(
+            ch.isdigit() or ch in "/@" for ch in f.value)]
+        assert c.one_call_id_like == sum(f.archived for f in lost_id)
+        # what the archive holds was in a compacted span: the recording before k has it
+        for f in c.losses:
+            if f.archived:
+                assert any(occurs(f.value, t.text) for t in conv.turns[:c.k + 1])
+    totals = Totals()
+    totals.add(replay)
+    text = format_totals(totals, Trigger(window=window_for(session(), 0.4)))
+    assert "one recall call away" in text and totals.one_call_id_like > 0

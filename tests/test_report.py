@@ -195,3 +195,22 @@ def test_the_page_of_a_postgres_log_does_not_print_its_password(postgres_url, mo
     assert "postgresql://fwtest:***@/postgres" in page and "compaction 1" in page
     for spelling in (password, "Zq9/Xw7-s3cret", "Xw7-s3"):
         assert spelling not in page
+
+
+def test_each_compaction_shows_the_archive_three_shares(tmp_path):
+    """A replay line carrying the archive's count (`one_call_id_like`) gets its three shares;
+    an older line without it shows none."""
+    lines = REPLAY.read_text().splitlines()
+    conv = json.loads(lines[0])
+    for c in conv["compactions"]:
+        c.update(gold_id_like=4, recall_context_id_like=0.5, one_call_id_like=1)
+        for loss in c["losses"]:
+            loss["archived"] = True
+    path = tmp_path / "replay.jsonl"
+    path.write_text(json.dumps(conv) + "\n" + lines[1] + "\n")
+    views = list(read_replay(path))
+    assert views[0].compactions[0].shares == (2, 1, 1)
+    assert all(c.shares is None for c in views[1].compactions)
+    page = render(views, source="r")
+    assert "context / one call / lost" in page and "50 % / 25 % / 25 %" in page
+    assert "one recall call away: the archive holds it" in page

@@ -1,0 +1,243 @@
+"""The archive (issue 27): recall latency over a million literals, and what writing it costs.
+
+    python benchmarks/archive.py [--literals 1000000] [--queries 2000] [--data ../shared/data]
+                                 [--repeat 9]
+
+1. **Recall**: a SQLite audit log whose archive holds ``--literals`` literals (paths, ids,
+   snake_case and camelCase names, error codes, with their context lines: synthetic, shaped
+   like what the coding packs extract, in 200 conversations of 25 compactions each) answers
+   ``--queries`` recalls: exact values, base names, an id's first 6 characters, one name part,
+   three context words, and words found nowhere. Reported: p50/p99 in ms, beside a plain
+   ``SELECT`` by exact value on the indexed column, measured in the same run (the ratio), and
+   the archive's bytes per literal.
+2. **Write overhead**: ``Firewall.compact`` of the real Claude Code sessions of the dev data
+   (``claude_code_cc0``: each session's first 75 % compacted, a scripted summarizer answering
+   at once), into a SQLite log, with the archive on and off, interleaved ``--repeat`` times;
+   medians and their ratio. Skipped, and said, when the dev data is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from firewall import archive_sqlite  # noqa: E402
+from firewall.archive import ArchiveEntry, ArchiveLimits, Query, value_parts  # noqa: E402
+from firewall.audit import SQLiteAuditLog, literal_hash  # noqa: E402
+
+WORDS = ("cache user order invoice refund payment session token worker queue retry model view "
+         "handler client server config build test deploy migration schema index record batch "
+         "stream parser render account billing export import report metric health status").split()
+VERBS = "read edited failed created opened deleted moved renamed checked fixed found".split()
+KEY = b"bench"
+
+
+def synthetic(rng: random.Random, n: int) -> tuple[str, str, str]:
+    """(value, kind, context line) of the n-th literal."""
+    a, b, c = rng.choice(WORDS), rng.choice(WORDS), rng.choice(WORDS)
+    shape = n % 5
+    if shape == 0:
+        value, kind = f"src/{a}/{b}_{c}_{n}.py", "path"
+    elif shape == 1:
+        value, kind = f"{rng.getrandbits(64):016x}{n:08x}", "uuid_hex"
+    elif shape == 2:
+        value, kind = f"{a}_{b}_{c}{n}", "identifier"
+    elif shape == 3:
+        value, kind = f"{a}{b.title()}{c.title()}{n}", "identifier"
+    else:
+        value, kind = f"E{n:07d}", "alnum_code"
+    context = (f"{rng.choice(VERBS)} {value} while the {rng.choice(WORDS)} {rng.choice(WORDS)} "
+               f"{rng.choice(VERBS)} the {rng.choice(WORDS)}")
+    return value, kind, context
+
+
+def build(path: Path, literals: int, rng: random.Random) -> list[tuple[str, str]]:
+    """An archive of ``literals`` literals; returns a sample of (value, context)."""
+    log = SQLiteAuditLog(path, key=KEY)
+    per_compaction = 200
+    conversations = 200
+    sample = []
+    n = 0
+    started = time.perf_counter()
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("PRAGMA synchronous = OFF")
+        while n < literals:
+            conn.execute("BEGIN")
+            for _ in range(50):  # compactions per transaction: building, not what is measured
+                if n >= literals:
+                    break
+                entries = []
+                for _ in range(min(per_compaction, literals - n)):
+                    value, kind, context = synthetic(rng, n)
+                    entries.append(ArchiveEntry(value, literal_hash(value, KEY), kind,
+                                                "bench/rule", "tool", n % 997, n % 997, 1,
+                                                context, False, value_parts(value)))
+                    if rng.random() < 0.002:
+                        sample.append((value, context))
+                    n += 1
+                conversation = f"conversation-{(n // per_compaction) % conversations}"
+                archive_sqlite.write(conn, conversation, n // per_compaction // conversations + 1,
+                                     entries, ArchiveLimits(max_literals=10 ** 9,
+                                                            max_bytes=10 ** 12))
+            conn.execute("COMMIT")
+    log.close()
+    print(f"built {n:,} literals in {time.perf_counter() - started:.0f} s")
+    return sample
+
+
+KINDS = ("exact value", "base name / fragment", "6-char prefix", "one name part",
+         "3 context words", "absent")
+
+
+def queries(sample: list[tuple[str, str]], count: int, rng: random.Random) -> list[str]:
+    from firewall.archive import terms
+    from firewall.archive_eval import fragment
+
+    out = []
+    for i in range(count):
+        value, context = rng.choice(sample)
+        kind = i % 6
+        if kind == 0:
+            out.append(value)
+        elif kind == 1:
+            out.append(fragment(value))
+        elif kind == 2:
+            out.append(value[:6])
+        elif kind == 3:
+            out.append(rng.choice(terms(value)))
+        elif kind == 4:
+            out.append(" ".join(context.split()[-3:]))
+        else:
+            out.append(f"nothing{rng.getrandbits(32):08x}")
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(keep) if keep else Path(tmp) / "audit.db"
+        if keep and path.exists():  # a kept archive: its sample is read back
+            with sqlite3.connect(path) as conn:
+                sample = conn.execute("SELECT value, context FROM archive WHERE id % 500 = 0"
+                                      ).fetchall()
+        else:
+            sample = build(path, literals, rng)
+        asked = queries(sample, count, rng)
+        exact = [rng.choice(sample)[0] for _ in range(count)]
+        log = SQLiteAuditLog(path, key=KEY)
+        conn = sqlite3.connect(path)
+        recall_ms, select_ms, found = [], [], 0
+        for query in asked[:50]:  # warm-up: the first reads of the index pages
+            log.recall(Query.of(query, limit=10))
+        for query, value in zip(asked, exact):  # interleaved: the same cache state for both
+            t = time.perf_counter()
+            hits = log.recall(Query.of(query, limit=10))
+            recall_ms.append((time.perf_counter() - t) * 1000)
+            found += bool(hits)
+            t = time.perf_counter()
+            conn.execute("SELECT * FROM archive WHERE value = ?", (value,)).fetchall()
+            select_ms.append((time.perf_counter() - t) * 1000)
+        conn.close()
+        log.close()
+        size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
+    print(f"recall over {literals:,} literals, {count:,} queries (exact, base name, 6-char "
+          f"prefix, name part, 3 context words, absent; {found:,} answered):")
+    print(f"  recall (SQLiteAuditLog.recall, limit 10): "
+          f"p50 {pct(recall_ms, .5):.2f} ms, p99 {pct(recall_ms, .99):.2f} ms")
+    print(f"  plain SELECT by exact value:              "
+          f"p50 {pct(select_ms, .5):.3f} ms, p99 {pct(select_ms, .99):.3f} ms")
+    for i, kind in enumerate(KINDS):
+        mine = recall_ms[i::len(KINDS)]
+        print(f"    {kind:22} p50 {pct(mine, .5):6.2f} ms, p99 {pct(mine, .99):6.2f} ms")
+    print(f"  ratio p99 recall / SELECT: {pct(recall_ms, .99) / pct(select_ms, .99):.0f}x")
+    print(f"  log size {size / 2 ** 20:.0f} MiB: {size / literals:.0f} bytes per literal")
+
+
+def write_bench(data: Path, repeat: int) -> None:
+    from firewall.formats import read_conversations
+    from firewall.guard import Firewall
+
+    sessions = data / "claude_code_cc0"
+    if not sessions.is_dir():
+        print(f"write overhead: no dev data at {sessions}: skipped (pass --data)")
+        return
+    conversations = []
+    for path in sorted(sessions.glob("*.jsonl")):
+        # a bad line is skipped, as `firewall eval` does (the CC0 files hold a few)
+        conversations += read_conversations(path, on_error=lambda error: None)
+    timings: dict[bool, list[float]] = {True: [], False: []}
+    inside: list[float] = []  # per run with the archive: the seconds spent writing it
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeat):
+            for archive in ((True, False) if r % 2 else (False, True)):  # interleaved
+                log = SQLiteAuditLog(Path(tmp) / f"audit-{archive}-{r}.db", key=KEY)
+                fw = Firewall(audit=log, archive=archive)
+                fw.observe(conversations[0])  # import and warm-up outside the clock
+                spent = [0.0]
+                if archive:  # time the archive's own part of each compaction, in the same run
+                    write = fw._archive
+
+                    def timed(*a, write=write, spent=spent):
+                        t = time.perf_counter()
+                        try:
+                            return write(*a)
+                        finally:
+                            spent[0] += time.perf_counter() - t
+
+                    fw._archive = timed
+                started = time.perf_counter()
+                for conversation in conversations:
+                    keep = len(conversation.turns) - int(len(conversation.turns) * 0.75)
+                    result = fw.compact(conversation, lambda request: "Summary: work so far.",
+                                        keep_last=max(keep, 1))
+                    assert result.audit_error is None, result.audit_error
+                timings[archive].append(time.perf_counter() - started)
+                if archive:
+                    inside.append(spent[0] / (timings[True][-1] - spent[0]))
+                log.close()
+    on, off = statistics.median(timings[True]), statistics.median(timings[False])
+    print(f"write overhead: {len(conversations)} CC0 sessions compacted at 75 %, {repeat} "
+          f"interleaved runs: archive off {off * 1000:.0f} ms, on {on * 1000:.0f} ms "
+          f"(medians): {(on / off - 1) * 100:+.1f} %; within the runs with it, writing the "
+          f"archive (entries and SQLite) took {statistics.median(inside) * 100:.1f} % of the "
+          f"rest of the compaction time (median over runs; min {min(inside) * 100:.1f} %, max "
+          f"{max(inside) * 100:.1f} %)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--literals", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--skip-recall", action="store_true")
+    parser.add_argument("--skip-write", action="store_true")
+    parser.add_argument("--keep", metavar="PATH", help="build the archive there and keep it "
+                                                       "(reused when it exists)")
+    args = parser.parse_args()
+    print(f"$ python benchmarks/archive.py --literals {args.literals} --queries {args.queries} "
+          f"--repeat {args.repeat}   (SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs)")
+    rng = random.Random(27)
+    if not args.skip_write:
+        write_bench(Path(args.data), args.repeat)
+    if not args.skip_recall:
+        recall_bench(args.literals, args.queries, rng, args.keep)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

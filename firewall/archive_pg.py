@@ -1,0 +1,223 @@
+"""The archive in a PostgreSQL audit log (a fleet's): the SQLite tables, with ``tsvector``.
+
+The same rows and meanings as ``archive_sqlite``; the FTS5 index is two generated ``tsvector``
+columns (``parts_tsv``, ``context_tsv``, the ``simple`` configuration: no stemming, no stop
+words, so a value's parts match as written) under one GIN index. A value may reach 8,192
+characters and a B-tree entry about 2.7 kB: the exact, prefix and suffix lookups go through
+indexes on the first 256 characters (``text_pattern_ops``, so ``LIKE 'prefix%'`` uses them)
+and compare the whole value after. psycopg is imported by the caller (``audit_pg``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .archive import (CANDIDATES, SCORES, ArchiveEntry, ArchiveHit, ArchiveLimits, Query,
+                      better, rank)
+from .archive_sqlite import ArchiveWrite
+
+KEY_CHARS = 256
+
+TABLES = (
+    """CREATE TABLE archive (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            value TEXT,
+            value_hash TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            rule TEXT NOT NULL,
+            role TEXT NOT NULL,
+            first_turn BIGINT NOT NULL,
+            last_turn BIGINT NOT NULL,
+            first_compaction BIGINT NOT NULL,
+            compaction BIGINT NOT NULL,
+            seen BIGINT NOT NULL,
+            parts TEXT,
+            context TEXT,
+            sensitive BOOLEAN NOT NULL,
+            bytes BIGINT NOT NULL,
+            parts_tsv tsvector GENERATED ALWAYS AS
+                (to_tsvector('simple', coalesce(parts, ''))) STORED,
+            context_tsv tsvector GENERATED ALWAYS AS
+                (to_tsvector('simple', coalesce(context, ''))) STORED,
+            UNIQUE (conversation_id, value_hash)
+        )""",
+    f"CREATE INDEX archive_value ON archive (left(value, {KEY_CHARS}) text_pattern_ops)",
+    f"CREATE INDEX archive_rvalue ON archive (left(reverse(value), {KEY_CHARS}) "
+    f"text_pattern_ops)",
+    "CREATE INDEX archive_search ON archive USING gin (parts_tsv, context_tsv)",
+    """CREATE TABLE archive_sizes (
+            conversation_id TEXT PRIMARY KEY,
+            literals BIGINT NOT NULL,
+            recallable BIGINT NOT NULL,
+            bytes BIGINT NOT NULL
+        )""",
+    """CREATE TABLE archive_dropped (
+            conversation_id TEXT NOT NULL,
+            compaction BIGINT NOT NULL,
+            value TEXT,
+            value_hash TEXT NOT NULL,
+            rule TEXT NOT NULL,
+            seen BIGINT NOT NULL,
+            last_turn BIGINT NOT NULL,
+            reason TEXT NOT NULL
+        )""",
+)
+
+_COLUMNS = ("value", "kind", "rule", "role", "first_turn", "last_turn", "compaction",
+            "conversation_id", "context", "id")
+
+
+def write(conn: Any, conversation_id: str, compaction: int, entries: Sequence[ArchiveEntry],
+          limits: ArchiveLimits) -> ArchiveWrite:
+    """``archive_sqlite.write`` for a psycopg connection inside the caller's transaction. The
+    conversation's ``archive_sizes`` row is locked first: its writers take turns, other
+    conversations' do not wait."""
+    conn = _tuples(conn)
+    conn.execute("INSERT INTO archive_sizes VALUES (%s, 0, 0, 0) ON CONFLICT DO NOTHING",
+                 (conversation_id,))
+    conn.execute("SELECT 1 FROM archive_sizes WHERE conversation_id = %s FOR UPDATE",
+                 (conversation_id,))
+    added = recallable = size = 0
+    for e in entries:
+        conn.execute(
+            "INSERT INTO archive (conversation_id, value, value_hash, kind, rule, role, "
+            "first_turn, last_turn, first_compaction, compaction, seen, parts, context, "
+            "sensitive, bytes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s) ON CONFLICT (conversation_id, value_hash) DO UPDATE SET "
+            "last_turn = greatest(archive.last_turn, excluded.last_turn), "
+            "seen = archive.seen + excluded.seen, "
+            "compaction = greatest(archive.compaction, excluded.compaction) "
+            "RETURNING (xmax = 0)",
+            (conversation_id, e.value, e.value_hash, e.kind, e.rule, e.role, e.first_turn,
+             e.last_turn, compaction, compaction, e.seen, e.parts, e.context, e.sensitive,
+             e.size))
+        if conn.fetchone()[0]:  # inserted, not updated
+            added += 1
+            recallable += not e.sensitive
+            size += e.size
+    row = conn.execute(
+        "UPDATE archive_sizes SET literals = literals + %s, recallable = recallable + %s, "
+        "bytes = bytes + %s WHERE conversation_id = %s RETURNING literals, bytes, recallable",
+        (added, recallable, size, conversation_id)).fetchone()
+    literals, total, recallable = row
+    dropped = 0
+    if literals > limits.max_literals or total > limits.max_bytes:
+        victims = []
+        for v in conn.execute(
+                "SELECT id, value, value_hash, rule, seen, last_turn, sensitive, bytes "
+                "FROM archive WHERE conversation_id = %s "
+                "ORDER BY seen, compaction, last_turn, id", (conversation_id,)).fetchall():
+            if literals <= limits.max_literals and total <= limits.max_bytes:
+                break
+            victims.append(v)
+            literals -= 1
+            total -= v[7]
+        reason = f"archive cap ({limits.max_literals:,} literals, {limits.max_bytes:,} bytes)"
+        if victims:
+            conn.executemany("INSERT INTO archive_dropped VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                            [(conversation_id, compaction, v[1], v[2], v[3], v[4], v[5], reason)
+                             for v in victims])
+        conn.execute("DELETE FROM archive WHERE id = ANY(%s)", ([v[0] for v in victims],))
+        conn.execute("UPDATE archive_sizes SET literals = %s, bytes = %s, recallable = "
+                     "recallable - %s WHERE conversation_id = %s",
+                     (literals, total, sum(1 for v in victims if not v[6]), conversation_id))
+        dropped = len(victims)
+        recallable -= sum(1 for v in victims if not v[6])
+    return ArchiveWrite(added, len(entries) - added, dropped, literals, total, recallable)
+
+
+def count(conn: Any, conversation_id: str) -> int:
+    conn = _tuples(conn)
+    row = conn.execute("SELECT recallable FROM archive_sizes WHERE conversation_id = %s",
+                       (conversation_id,)).fetchone()
+    return row[0] if row else 0
+
+
+def values(conn: Any, conversation_id: str) -> list[str]:
+    conn = _tuples(conn)
+    return [row[0] for row in conn.execute(
+        "SELECT value FROM archive WHERE conversation_id = %s AND NOT sensitive ORDER BY id",
+        (conversation_id,))]
+
+
+def dropped(conn: Any, conversation_id: str) -> list[dict[str, object]]:
+    conn = _tuples(conn)
+    names = ("compaction", "value", "value_hash", "rule", "seen", "last_turn", "reason")
+    return [dict(zip(names, row)) for row in conn.execute(
+        f"SELECT {', '.join(names)} FROM archive_dropped WHERE conversation_id = %s "
+        f"ORDER BY ctid", (conversation_id,))]
+
+
+def _tuples(conn: Any) -> Any:
+    """A cursor of ``conn`` giving tuples (the audit log's connections give dicts)."""
+    from psycopg.rows import tuple_row
+
+    return conn.cursor(row_factory=tuple_row)
+
+
+def _like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def recall(conn: Any, query: Query) -> list[ArchiveHit]:
+    """``archive_sqlite.recall`` with the same tiers; BM25 is ``ts_rank_cd`` here."""
+    conn = _tuples(conn)
+    where, params = ["NOT a.sensitive"], []
+    for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
+                           ("rule", query.rule)):
+        if wanted is not None:
+            where.append(f"a.{column} = %s")
+            params.append(wanted)
+    filters = " AND ".join(where)
+    select = ", ".join("a." + c for c in _COLUMNS)
+    found: dict[int, tuple[str, float, tuple[int, int]]] = {}
+    rows: dict[int, tuple] = {}
+    text, words = query.text, query.words
+    key = text[:KEY_CHARS]
+
+    def take(tier: str, sql: str, args: Sequence[object], within: Any = None) -> None:
+        for row in conn.execute(sql, [*args, *params, CANDIDATES]).fetchall():
+            rows[row[9]] = row
+            score = within(row) if within else 0.0
+            better(found, row[9], tier, score, (row[6], row[5]))
+
+    def enough() -> bool:
+        return len(found) >= query.limit
+
+    def closeness(row: tuple) -> float:
+        return min(0.9, len(text) / max(len(row[0]), 1))
+
+    take("exact", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) = %s "
+                  f"AND a.value = %s AND {filters} LIMIT %s", [key, text])
+    if not enough():
+        take("prefix", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) LIKE %s "
+                       f"AND a.value LIKE %s AND a.value <> %s AND {filters} LIMIT %s",
+             [_like(key) + "%", _like(text) + "%", text], closeness)
+        rkey = text[::-1][:KEY_CHARS]
+        take("suffix", f"SELECT {select} FROM archive a WHERE left(reverse(a.value), "
+                       f"{KEY_CHARS}) LIKE %s AND a.value LIKE %s AND a.value <> %s "
+                       f"AND {filters} LIMIT %s",
+             [_like(rkey) + "%", "%" + _like(text), text], closeness)
+    if words and not enough():
+        take("part", f"SELECT {select} FROM archive a WHERE a.parts_tsv @@ "
+                     f"phraseto_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC LIMIT %s",
+             [" ".join(words)], closeness)
+    if words and not enough():
+        prefix = " <-> ".join(w.lower() for w in words[:-1]) + \
+            (" <-> " if len(words) > 1 else "") + words[-1].lower() + ":*"
+        take("part_prefix", f"SELECT {select} FROM archive a WHERE a.parts_tsv @@ "
+                            f"to_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC LIMIT %s",
+             [prefix], closeness)
+    for joiner, factor in (("&", 1.0), ("|", 0.5)):
+        if not words or enough() or (joiner == "|" and len(words) < 2):
+            continue
+        tsquery = f" {joiner} ".join(w.lower() for w in words)
+        take("context", f"SELECT {select}, ts_rank_cd(a.context_tsv, q) FROM archive a, "
+                        f"to_tsquery('simple', %s) q WHERE a.context_tsv @@ q AND {filters} "
+                        f"ORDER BY a.id DESC LIMIT %s", [tsquery],
+             lambda row, f=factor: f * min(0.9, row[10] / (1.0 + row[10])))
+    return [ArchiveHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                       round(SCORES[found[k][0]] + found[k][1], 4), found[k][0])
+            for k in rank(found, query.limit) for row in (rows[k],)]

@@ -1,0 +1,251 @@
+"""The archive in a SQLite audit log: an ``archive`` table, an FTS5 index over it, and its cap.
+
+``archive`` holds one row per (conversation, literal); ``value`` and ``rvalue`` (the value
+reversed) are indexed, so an exact value, a prefix and a suffix are B-tree lookups; ``parts``
+(the value's terms, see ``archive.value_parts``) and ``context`` are indexed by
+``archive_parts`` and ``archive_context``, external-content FTS5 tables (the text is stored
+once, in ``archive``).
+A sensitive literal's row has only its hash: no value, parts or context, and no FTS row.
+``archive_sizes`` keeps each conversation's totals, so the cap is checked without a scan;
+``archive_dropped`` records what the cap evicted. The tables are created by the audit log's
+migration ``m004_archive`` (``audit_schema``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, ArchiveEntry, ArchiveHit, ArchiveLimits, Query,
+                      better, context_relevance, context_terms, phrase, rank)
+
+TOP = "\U0010ffff"  # above every character: ``value < prefix || TOP`` bounds a prefix range
+
+TABLES = (
+    """CREATE TABLE archive (
+            id INTEGER PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            value TEXT,                         -- NULL when sensitive
+            rvalue TEXT,                        -- value reversed: suffix lookups on an index
+            value_hash TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            rule TEXT NOT NULL,
+            role TEXT NOT NULL,
+            first_turn INTEGER NOT NULL,
+            last_turn INTEGER NOT NULL,
+            first_compaction INTEGER NOT NULL,
+            compaction INTEGER NOT NULL,        -- the last compaction that saw it
+            seen INTEGER NOT NULL,
+            parts TEXT,                         -- the FTS terms of value; NULL when sensitive
+            context TEXT,                       -- secrets masked; NULL when sensitive
+            sensitive INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            UNIQUE (conversation_id, value_hash)
+        )""",
+    "CREATE INDEX archive_value ON archive (value)",
+    "CREATE INDEX archive_rvalue ON archive (rvalue)",
+    # no index for the cap's order (seen, compaction, last turn): eviction is rare, and reads
+    # one conversation's rows by the UNIQUE index; every write would pay for one
+    # two indexes, not two columns of one: a column filter still reads the whole doclist of
+    # a word, and the words of context lines would be read for every query of a value's parts
+    "CREATE VIRTUAL TABLE archive_parts USING fts5(parts, content='archive', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE archive_context USING fts5(context, content='archive', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
+    """CREATE TABLE archive_sizes (
+            conversation_id TEXT PRIMARY KEY,
+            literals INTEGER NOT NULL,
+            recallable INTEGER NOT NULL,
+            bytes INTEGER NOT NULL
+        )""",
+    """CREATE TABLE archive_dropped (
+            conversation_id TEXT NOT NULL,
+            compaction INTEGER NOT NULL,        -- the compaction whose write dropped it
+            value TEXT,                         -- NULL when sensitive
+            value_hash TEXT NOT NULL,
+            rule TEXT NOT NULL,
+            seen INTEGER NOT NULL,
+            last_turn INTEGER NOT NULL,
+            reason TEXT NOT NULL
+        )""",
+)
+
+_COLUMNS = ("value", "kind", "rule", "role", "first_turn", "last_turn", "compaction",
+            "conversation_id", "context")
+_SELECT = ", ".join("a." + c for c in _COLUMNS) + ", a.id"
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveWrite:
+    """What one compaction's write did to its conversation's archive."""
+
+    added: int
+    updated: int
+    dropped: int
+    literals: int  # in the archive after the write
+    bytes: int
+    recallable: int = 0  # of those, the non-sensitive: what a recall can return
+
+
+def write(conn: sqlite3.Connection, conversation_id: str, compaction: int,
+          entries: Sequence[ArchiveEntry], limits: ArchiveLimits) -> ArchiveWrite:
+    """Add ``entries`` to the conversation's archive inside the caller's write transaction:
+    new values get a row (and an FTS row unless sensitive), known ones their last turn, count
+    and compaction; then the cap (see ``ArchiveLimits``)."""
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM archive").fetchone()
+    first_new = top + 1
+    # ids are given here, above every existing one: the rows at or above first_new after the
+    # upsert are exactly the new ones, found by a primary-key range
+    conn.executemany(
+        "INSERT INTO archive (id, conversation_id, value, rvalue, value_hash, kind, rule, role, "
+        "first_turn, last_turn, first_compaction, compaction, seen, parts, context, sensitive, "
+        "bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (conversation_id, value_hash) DO UPDATE SET "
+        "last_turn = max(last_turn, excluded.last_turn), seen = seen + excluded.seen, "
+        "compaction = max(compaction, excluded.compaction)",
+        [(first_new + i, conversation_id, e.value, e.value[::-1] if e.value is not None else None,
+          e.value_hash, e.kind, e.rule, e.role, e.first_turn, e.last_turn, compaction, compaction,
+          e.seen, e.parts, e.context, e.sensitive, e.size) for i, e in enumerate(entries)])
+    conn.execute("INSERT INTO archive_parts (rowid, parts) SELECT id, parts FROM archive "
+                 "WHERE id >= ? AND sensitive = 0", (first_new,))
+    conn.execute("INSERT INTO archive_context (rowid, context) SELECT id, context FROM archive "
+                 "WHERE id >= ? AND sensitive = 0 AND context IS NOT NULL", (first_new,))
+    added, recallable, size = conn.execute(
+        "SELECT count(*), coalesce(sum(1 - sensitive), 0), coalesce(sum(bytes), 0) "
+        "FROM archive WHERE id >= ?", (first_new,)).fetchone()
+    conn.execute(
+        "INSERT INTO archive_sizes VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE "
+        "SET literals = literals + excluded.literals, recallable = recallable + "
+        "excluded.recallable, bytes = bytes + excluded.bytes",
+        (conversation_id, added, recallable, size))
+    literals, recallable, total = _size(conn, conversation_id)
+    dropped = 0
+    if literals > limits.max_literals or total > limits.max_bytes:
+        dropped = _evict(conn, conversation_id, compaction, limits, literals, total)
+        literals, recallable, total = _size(conn, conversation_id)
+    return ArchiveWrite(added, len(entries) - added, dropped, literals, total, recallable)
+
+
+def _size(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, int, int]:
+    row = conn.execute("SELECT literals, recallable, bytes FROM archive_sizes "
+                       "WHERE conversation_id = ?", (conversation_id,)).fetchone()
+    return (row[0], row[1], row[2]) if row else (0, 0, 0)
+
+
+def _evict(conn: sqlite3.Connection, conversation_id: str, compaction: int,
+           limits: ArchiveLimits, literals: int, total: int) -> int:
+    """Drop the literals seen least, and longest ago, until the archive fits its cap."""
+    victims = []
+    for row in conn.execute(
+            "SELECT id, value, value_hash, rule, seen, last_turn, parts, context, sensitive, "
+            "bytes FROM archive WHERE conversation_id = ? "
+            "ORDER BY seen, compaction, last_turn, id", (conversation_id,)):
+        if literals <= limits.max_literals and total <= limits.max_bytes:
+            break
+        victims.append(row)
+        literals -= 1
+        total -= row[9]
+    reason = f"archive cap ({limits.max_literals:,} literals, {limits.max_bytes:,} bytes)"
+    conn.executemany("INSERT INTO archive_dropped VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     [(conversation_id, compaction, v[1], v[2], v[3], v[4], v[5], reason)
+                      for v in victims])
+    conn.executemany("INSERT INTO archive_parts (archive_parts, rowid, parts) "
+                     "VALUES ('delete', ?, ?)", [(v[0], v[6]) for v in victims if not v[8]])
+    conn.executemany("INSERT INTO archive_context (archive_context, rowid, context) "
+                     "VALUES ('delete', ?, ?)",
+                     [(v[0], v[7]) for v in victims if not v[8] and v[7] is not None])
+    conn.executemany("DELETE FROM archive WHERE id = ?", [(v[0],) for v in victims])
+    conn.execute("UPDATE archive_sizes SET literals = literals - ?, recallable = recallable - ?, "
+                 "bytes = bytes - ? WHERE conversation_id = ?",
+                 (len(victims), sum(1 for v in victims if not v[8]),
+                  sum(v[9] for v in victims), conversation_id))
+    return len(victims)
+
+
+def count(conn: sqlite3.Connection, conversation_id: str) -> int:
+    """The literals of a conversation that a recall can return (its non-sensitive ones)."""
+    return _size(conn, conversation_id)[1]
+
+
+def dropped(conn: sqlite3.Connection, conversation_id: str) -> list[dict[str, object]]:
+    """What the cap dropped from a conversation's archive (sensitive ones by hash only)."""
+    return [dict(row) for row in conn.execute(
+        "SELECT compaction, value, value_hash, rule, seen, last_turn, reason "
+        "FROM archive_dropped WHERE conversation_id = ? ORDER BY rowid", (conversation_id,))]
+
+
+def values(conn: sqlite3.Connection, conversation_id: str) -> list[str]:
+    """Every non-sensitive value archived for a conversation, in the order they were added."""
+    return [row[0] for row in conn.execute(
+        "SELECT value FROM archive WHERE conversation_id = ? AND sensitive = 0 ORDER BY id",
+        (conversation_id,))]
+
+
+def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
+    """The best hits for ``query``, best first (see ``archive`` for the tiers). Each value tier
+    runs only while the better ones have found fewer than ``limit``, the context tier only when
+    none found anything; an FTS tier ranks at most ``CANDIDATES`` matches, the newest."""
+    where, params = ["a.sensitive = 0"], []
+    for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
+                           ("rule", query.rule)):
+        if wanted is not None:
+            where.append(f"a.{column} = ?")
+            params.append(wanted)
+    filters = " AND ".join(where)
+    found: dict[int, tuple[str, float, tuple[int, int]]] = {}
+    rows: dict[int, sqlite3.Row] = {}
+    text, words = query.text, query.words
+
+    def take(tier: str, sql: str, args: Sequence[object], within: object = None,
+             cap: int = CANDIDATES) -> None:
+        for row in conn.execute(sql, [*args, *params, cap]):
+            score = within(row) if callable(within) else 0.0
+            rows[row["id"]] = row
+            better(found, row["id"], tier, score, (row["compaction"], row["last_turn"]))
+
+    def enough() -> bool:
+        return len(found) >= query.limit
+
+    def closeness(row: sqlite3.Row) -> float:  # a part that is more of the value ranks higher
+        return min(0.9, len(text) / max(len(row["value"]), 1))
+
+    take("exact", f"SELECT {_SELECT} FROM archive a WHERE a.value = ? AND {filters} LIMIT ?",
+         [text])
+    if not enough():
+        take("prefix", f"SELECT {_SELECT} FROM archive a WHERE a.value > ? AND a.value < ? "
+                       f"AND {filters} LIMIT ?", [text, text + TOP], closeness)
+        reverse = text[::-1]
+        take("suffix", f"SELECT {_SELECT} FROM archive a WHERE a.rvalue > ? AND a.rvalue < ? "
+                       f"AND {filters} LIMIT ?", [reverse, reverse + TOP], closeness)
+    def fts(table: str) -> str:
+        return (f"SELECT {_SELECT} FROM {table} f JOIN archive a ON a.id = f.rowid "
+                f"WHERE {table} MATCH ? AND {filters} ORDER BY f.rowid DESC LIMIT ?")
+
+    if words and not enough():
+        take("part", fts("archive_parts"), [phrase(words)], closeness)
+    if words and not enough():
+        take("part_prefix", fts("archive_parts"), [phrase(words) + " *"], closeness)
+    # context words: when no value matched (they are the fallback of a query that names no
+    # part of a value), or for words (a query with a space) while hits are missing; without
+    # the words every line holds
+    asked = context_terms(words)
+    if asked and (not found or (" " in text and not enough())):
+        def relevance(row: sqlite3.Row) -> float:
+            return context_relevance(asked, row["context"])
+
+        take("context", fts("archive_context"), [" AND ".join(phrase([w]) for w in asked)],
+             relevance, CONTEXT_CANDIDATES)
+        if len(asked) > 1 and not enough():
+            take("context", fts("archive_context"), [" OR ".join(phrase([w]) for w in asked)],
+                 relevance, CONTEXT_CANDIDATES)
+    hits = []
+    for key in rank(found, query.limit):
+        row, (tier, within, _) = rows[key], found[key]
+        hits.append(ArchiveHit(row["value"], row["kind"], row["rule"], row["role"],
+                               row["first_turn"], row["last_turn"], row["compaction"],
+                               row["conversation_id"], row["context"],
+                               round(SCORES[tier] + within, 4), tier))
+    return hits
+
+

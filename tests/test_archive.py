@@ -1,0 +1,295 @@
+"""The archive: every literal a compaction extracted, found again by any part of it; secrets never."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from firewall import Firewall
+from firewall.archive import ArchiveLimits, Query, hint_line, terms, value_parts
+from firewall.audit import JSONLAuditLog, SQLiteAuditLog
+from firewall.audit_schema import migrations
+from firewall.errors import AuditError, FirewallError
+
+from test_leaks import SECRETS, conversation as leaky_conversation, fragments, leaked
+
+KEY = b"test-key"
+
+
+def messages(extra: str = "") -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix src/app/models.py: order ORD-2024-88123 fails with "
+                                    "E4021 when the cache warms up."},
+        {"role": "assistant", "content": "Looking at getUserName in src/app/models.py and at "
+                                         "tests/test_models.py, next to src/app/views.py."},
+        {"role": "user", "content": "Also check migrations/0042_add_index.py" + extra},
+        {"role": "assistant", "content": "Done."},
+    ]
+
+
+@pytest.fixture
+def fw(tmp_path):
+    return Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY), keep_last=1)
+
+
+def summarize(request):
+    return "Summary: the agent is fixing a model."
+
+
+def test_a_compaction_archives_every_extracted_literal_with_its_context(fw):
+    result = fw.compact(messages(), summarize)
+    assert result.compacted and result.audit_error is None
+    assert result.archive.added == result.archive.literals == result.archive.recallable > 5
+    hit = fw.recall("ORD-2024-88123")[0]
+    assert (hit.value, hit.match, hit.role, hit.first_turn) == ("ORD-2024-88123", "exact",
+                                                                 "user", 1)
+    assert hit.conversation == result.record.conversation_id
+    assert hit.compaction == result.record.compaction
+    assert "fails with E4021" in hit.context
+    assert set(hit.to_dict()) == {"value", "kind", "rule", "role", "first_turn", "last_turn",
+                                  "compaction", "conversation", "context", "score"}
+
+
+@pytest.mark.parametrize("query, value, tier", [
+    ("ORD-2024", "ORD-2024-88123", "prefix"),        # an id's first characters
+    ("88123", "ORD-2024-88123", "suffix"),            # its last
+    ("models.py", "src/app/models.py", "suffix"),     # a base name
+    ("app/views", "src/app/views.py", "part"),        # path segments
+    ("user name", "getUserName", "part"),             # camelCase parts
+    ("add_index", "migrations/0042_add_index.py", "part"),  # snake_case parts
+    ("getUser", "getUserName", "prefix"),
+    ("cache warms", "E4021", "context"),              # words of its context line
+])
+def test_recall_finds_a_value_by_any_part_of_it(fw, query, value, tier):
+    fw.compact(messages(), summarize)
+    hits = fw.recall(query, limit=5)
+    assert value in [h.value for h in hits], (query, hits)
+    assert next(h for h in hits if h.value == value).match == tier
+
+
+def test_hits_are_ranked_exact_then_affix_then_part_then_context(fw):
+    fw.compact(messages(), summarize)
+    hits = fw.recall("src/app/models.py", limit=20)
+    assert hits[0].value == "src/app/models.py" and hits[0].match == "exact"
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    order = ["exact", "prefix", "suffix", "part", "part_prefix", "context"]
+    tiers = [h.match for h in hits]
+    assert [order.index(t) if t != "suffix" else 1 for t in tiers] == \
+        sorted(order.index(t) if t != "suffix" else 1 for t in tiers)
+
+
+def test_filters_and_limit(fw):
+    fw.compact(messages(), summarize)
+    assert all(h.kind == "path" for h in fw.recall("py", kind="path", limit=50))
+    assert len(fw.recall("py", limit=2)) == 2
+    assert fw.recall("models", conversation="another conversation") == []
+    rule = fw.recall("ORD-2024-88123")[0].rule
+    assert fw.recall("ORD-2024-88123", rule=rule)
+    assert fw.recall("ORD-2024-88123", rule="no/such-rule") == []
+    with pytest.raises(FirewallError, match="needs a query"):
+        fw.recall("  ")
+    with pytest.raises(FirewallError, match="limit"):
+        fw.recall("x", limit=0)
+
+
+def test_a_later_compaction_updates_what_it_sees_again(fw):
+    first = fw.compact(messages(), summarize)
+    more = first.messages + [
+        {"role": "user", "content": "Look again at src/app/models.py and lib/new_module.py"},
+        {"role": "assistant", "content": "Ok."}, {"role": "user", "content": "thanks"}]
+    second = fw.compact(more, summarize, ledger=first.ledger)
+    assert second.compacted and second.archive.added >= 1
+    again = fw.recall("src/app/models.py")[0]
+    assert again.compaction == second.record.compaction and again.first_turn == 1
+    assert again.last_turn > again.first_turn
+    assert fw.recall("new_module")[0].value == "lib/new_module.py"
+
+
+def test_the_cap_drops_the_least_seen_longest_ago_and_records_it(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    fw = Firewall(audit=log, keep_last=1, archive=ArchiveLimits(max_literals=3))
+    result = fw.compact(messages(), summarize)
+    assert result.archive.literals == 3 and result.archive.dropped >= 1
+    dropped = log.archive_dropped(result.record.conversation_id)
+    assert len(dropped) == result.archive.dropped
+    assert all("archive cap" in d["reason"] for d in dropped)
+    kept = set(log.archived_values(result.record.conversation_id))
+    # src/app/models.py is seen twice: it outlives the values seen once
+    assert "src/app/models.py" in kept
+    assert not kept & {d["value"] for d in dropped}
+    with pytest.raises(ValueError):
+        ArchiveLimits(max_bytes=0)
+
+
+def test_a_secret_never_comes_back_in_any_form_under_any_query(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    fw = Firewall(audit=log, keep_last=1)
+    result = fw.compact(leaky_conversation(), summarize)
+    assert result.compacted and result.archive.literals > result.archive.recallable
+    queries = {"INV-2025-08-44719", "key", "password", "token", "Bearer", "Authorization",
+               "secret", "aws_secret_access_key", "postgres", "admin", "ghp", "sk", "AKIA"}
+    for secret in SECRETS:
+        queries |= {secret, secret[:6], secret[-6:], *fragments(secret, 6), *terms(secret)}
+    for query in sorted(queries):
+        if not query.strip():
+            continue
+        for hit in fw.recall(query, limit=200):
+            assert not leaked(f"{hit.value}\n{hit.context}\n{hit.rule}"), (query, hit)
+    # nor in the stored rows themselves: only hashes stand for secrets
+    with sqlite3.connect(log.path) as conn:
+        rows = conn.execute("SELECT value, rvalue, parts, context FROM archive").fetchall()
+    stored = "\n".join(str(c) for row in rows for c in row if c is not None)
+    assert not leaked(stored) and not leaked(stored[::-1])
+    assert "[secret]" in stored  # context lines beside a secret are kept, masked
+
+
+def test_jsonl_logs_keep_no_archive_and_say_so(tmp_path):
+    fw = Firewall(audit=JSONLAuditLog(tmp_path / "audit.jsonl", key=KEY), keep_last=1)
+    result = fw.compact(messages(), summarize)
+    assert result.compacted and result.archive is None and result.audit_error is None
+    with pytest.raises(AuditError, match="JSONL audit log keeps no archive"):
+        fw.recall("models")
+    with pytest.raises(AuditError, match="no audit log with an archive"):
+        Firewall(keep_last=1).recall("models")
+
+
+def test_archive_off_writes_none(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    result = Firewall(audit=log, keep_last=1, archive=False).compact(messages(), summarize)
+    assert result.archive is None and log.archive_count(result.record.conversation_id) == 0
+
+
+def test_an_older_log_gains_the_archive_tables(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # a log as literal-firewall wrote it before m004
+        conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for name, statements in migrations("sqlite"):
+            if name == "m004_archive":
+                break
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO _migrations VALUES (?, '2026-01-01')", (name,))
+    fw = Firewall(audit=SQLiteAuditLog(path, key=KEY), keep_last=1)
+    assert fw.compact(messages(), summarize).archive.added > 0
+    with sqlite3.connect(path) as conn:
+        names = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    assert "m004_archive" in names
+    assert fw.recall("models.py")
+
+
+def test_terms_cut_like_the_index():
+    assert terms("src/app/getUserName_v2.py") == ["src", "app", "get", "User", "Name", "v2",
+                                                  "py"]
+    assert value_parts("HTTPServer.run") == "HTTP Server run"
+    assert Query.of(" models ").text == "models"
+    assert "12 literals" in hint_line(12) and "`recall`" in hint_line(12)
+
+
+# -- the same archive in PostgreSQL (skipped, saying how to run them, without a server) --------
+
+
+@pytest.fixture
+def pg_fw(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    return Firewall(audit=postgres_url, keep_last=1)
+
+
+@pytest.mark.parametrize("query, value", [
+    ("ORD-2024-88123", "ORD-2024-88123"), ("ORD-2024", "ORD-2024-88123"),
+    ("88123", "ORD-2024-88123"), ("models.py", "src/app/models.py"),
+    ("user name", "getUserName"), ("add_index", "migrations/0042_add_index.py"),
+    ("cache warms", "E4021")])
+def test_postgres_recall_finds_a_value_by_any_part_of_it(pg_fw, query, value):
+    result = pg_fw.compact(messages(), summarize)
+    assert result.audit_error is None and result.archive.added > 5
+    assert value in [h.value for h in pg_fw.recall(query, limit=5)], query
+
+
+def test_postgres_archive_updates_caps_and_keeps_secrets_hashed(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    fw = Firewall(audit=postgres_url, keep_last=1, archive=ArchiveLimits(max_literals=5))
+    result = fw.compact(leaky_conversation(), summarize)
+    assert result.audit_error is None and result.archive.literals == 5
+    log = fw.audit
+    assert len(log.archive_dropped(result.record.conversation_id)) == result.archive.dropped
+    for secret in SECRETS:
+        for query in {secret, secret[:6], secret[-6:], *terms(secret)}:
+            if query.strip():
+                for hit in fw.recall(query, limit=50):
+                    assert not leaked(f"{hit.value}\n{hit.context}"), (query, hit)
+    again = fw.compact(leaky_conversation(), summarize)
+    assert again.archive.added + again.archive.updated > 0
+
+
+def test_no_secret_comes_back_through_the_cli(tmp_path, capsys, monkeypatch):
+    from firewall.cli import main
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    source = tmp_path / "conversation.json"
+    import json
+
+    source.write_text(json.dumps(leaky_conversation()), encoding="utf-8")
+    db = str(tmp_path / "audit.db")
+    assert main(["compact", str(source), "--keep-last", "2", "--audit-db", db]) == 0
+    capsys.readouterr()
+    queries = {"key", "password", "token", "Bearer", "secret", "postgres", "admin"}
+    for secret in SECRETS:
+        queries |= {secret, secret[:6], secret[-6:], secret[len(secret) // 2:][:8],
+                    *terms(secret)}
+    answered = 0
+    for query in sorted(q for q in queries if q.strip()):
+        code = main(["recall", "--audit-db", db, "--json", "--limit", "200", "--", query])
+        out, err = capsys.readouterr()
+        # the query itself is echoed when nothing matches: that is the user's own text
+        assert code in (0, 1) and not leaked(out), query
+        assert not leaked(err.replace(repr(query), "")), query
+        answered += code == 0
+    assert answered  # the harness did read hits back, not only misses
+
+
+# -- recall_literal: the archive as a function tool, answered locally -------------------------
+
+
+def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
+    import asyncio
+    import json
+
+    from firewall import recall_tool
+
+    result = fw.compact(messages(), summarize)
+    conversation = result.record.conversation_id
+    assert recall_tool.anthropic_tool()["input_schema"]["required"] == ["query"]
+    assert recall_tool.openai_tool()["function"]["name"] == "recall_literal"
+    text = recall_tool.answer(fw, '{"query": "models.py", "limit": 2}', conversation=conversation)
+    hits = json.loads(text)["hits"]
+    assert hits[0]["value"] == "src/app/models.py" and len(hits) <= 2
+    assert "error" in json.loads(recall_tool.answer(fw, {"limit": 2}))
+    assert "error" in json.loads(recall_tool.answer(fw, "not json"))
+    assert "error" in json.loads(recall_tool.answer(fw, {"query": "x", "limit": 0}))
+
+    pytest.importorskip("agents")
+    tool = recall_tool.agents_tool(fw, conversation=conversation)
+    assert tool.name == "recall_literal"
+    out = asyncio.run(tool.on_invoke_tool(None, '{"query": "ORD-2024"}'))
+    assert json.loads(out)["hits"][0]["value"] == "ORD-2024-88123"
+
+    pytest.importorskip("langchain_core")
+    lc = recall_tool.langchain_tool(fw)
+    assert json.loads(lc.invoke({"query": "user name"}))["hits"][0]["value"] == "getUserName"
+
+
+def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
+    import json
+
+    from firewall import recall_tool
+
+    fw = Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY), keep_last=1)
+    fw.compact(leaky_conversation(), summarize)
+    for secret in SECRETS:
+        for query in {secret, secret[:6], secret[-6:]}:
+            assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200})), query
