@@ -130,11 +130,14 @@ def test_on_dask_maps_like_one_process(threads, jsonl, tmp_path):
             files = ConversationFiles(paths, stream=here_notes, progress=False)
             here = [(s, r if isinstance(r, tuple) else (r.conversations, r.turns))
                     for s, r in mapper.map(task, files)]
+        before = set(distributed._STATES)
         with OnDask(threads, partition_bytes=120) as mapper:
             files = ConversationFiles(paths, stream=there_notes, progress=False)
             assert len(mapper._ranges(paths)) > 4  # the JSONL file is spread over ranges
             there = [(s, r if isinstance(r, tuple) else (r.conversations, r.turns))
                      for s, r in mapper.map(task, files)]
+        # the workers ran in this process (where coverage measures them): their state is here
+        assert [distributed._STATES[d] for d in set(distributed._STATES) - before] == ["state"]
         if isinstance(task, Summed):  # summed per run of conversations: compare the totals
             here = [sum(t for _, (_, t) in here)]
             there = [sum(t for _, (_, t) in there)]
