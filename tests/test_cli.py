@@ -232,3 +232,18 @@ def test_recall_says_a_jsonl_log_keeps_no_archive(capsys, tmp_path):
     assert code == 1 and "no audit log" in err
     with pytest.raises(SystemExit):
         main(["recall", "x", "--limit", "0"])
+
+
+def test_scan_exits_1_when_a_rule_timed_out_and_says_which(capsys, tmp_path):
+    pack = tmp_path / "hostile.yaml"
+    pack.write_text(
+        "name: hostile\nversion: '1'\nrules:\n"
+        "  - id: nested\n    kind: regex\n    pattern: '(\\w+\\s?)*$'\n", encoding="utf-8")
+    log = tmp_path / "log.json"
+    log.write_text(json.dumps([{"role": "user", "content": "please check the logs"},
+                               {"role": "assistant", "content": "a" * 2000 + "!"}]))
+    code, out, err = run(capsys, "scan", str(log), "--rules", str(pack), "--only")
+    assert code == 1
+    assert "rule hostile/nested timed out on turn 1" in err and "must be kept verbatim" in err
+    log.write_text(json.dumps([{"role": "user", "content": "please check the logs"}]))
+    assert run(capsys, "scan", str(log), "--rules", str(pack), "--only")[0] == 0

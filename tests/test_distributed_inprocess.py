@@ -130,11 +130,14 @@ def test_on_dask_maps_like_one_process(threads, jsonl, tmp_path):
             files = ConversationFiles(paths, stream=here_notes, progress=False)
             here = [(s, r if isinstance(r, tuple) else (r.conversations, r.turns))
                     for s, r in mapper.map(task, files)]
+        before = set(distributed._STATES)
         with OnDask(threads, partition_bytes=120) as mapper:
             files = ConversationFiles(paths, stream=there_notes, progress=False)
             assert len(mapper._ranges(paths)) > 4  # the JSONL file is spread over ranges
             there = [(s, r if isinstance(r, tuple) else (r.conversations, r.turns))
                      for s, r in mapper.map(task, files)]
+        # the workers ran in this process (where coverage measures them): their state is here
+        assert [distributed._STATES[d] for d in set(distributed._STATES) - before] == ["state"]
         if isinstance(task, Summed):  # summed per run of conversations: compare the totals
             here = [sum(t for _, (_, t) in here)]
             there = [sum(t for _, (_, t) in there)]
@@ -161,3 +164,32 @@ def test_on_dask_raises_an_unreadable_file_at_its_turn(threads, jsonl, tmp_path)
             for _, result in mapper.map(Lengths(), files):
                 got.append(result)
     assert len(got) == 7  # every conversation of the first file came first
+
+
+def test_a_range_ends_at_the_first_line_start_at_or_after_its_size(tmp_path):
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"123456789\n" * 5)  # 50 bytes, a line start every 10
+    assert line_aligned_ranges(path, 20) == [(0, 20), (20, 40), (40, 50)]
+    assert line_aligned_ranges(path, 21) == [(0, 30), (30, 50)]
+    assert line_aligned_ranges(path, 50) == [(0, 50)]
+    assert line_aligned_ranges(path, 1) == [(i, i + 10) for i in range(0, 50, 10)]
+    with pytest.raises(ValueError, match="a byte range needs 1 byte or more, got 0"):
+        line_aligned_ranges(path, 0)
+
+
+def test_the_default_range_is_a_quarter_of_a_workers_share_within_its_bounds(threads,
+                                                                          tmp_path):
+    from firewall.distributed import MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
+
+    def sparse(name, size):  # a file of that size that takes no disk
+        path = tmp_path / name
+        with open(path, "wb") as handle:
+            handle.truncate(size)
+        return str(path)
+
+    with OnDask(threads) as mapper:
+        workers = len(mapper.client.scheduler_info()["workers"])
+        assert workers == 1 and RANGES_PER_WORKER == 4
+        assert mapper._default_size([sparse("small", 1000)]) == MIN_PARTITION
+        assert mapper._default_size([sparse("a", 40 << 20), sparse("b", 8 << 20)]) == 12 << 20
+        assert mapper._default_size([sparse("huge", 1 << 30)]) == MAX_PARTITION

@@ -564,3 +564,16 @@ def test_a_literal_is_in_the_tail_only_where_the_validator_would_call_it_present
         messages, summarizer=ScriptedSummarizer([f"{INVOICE} charged twice."]))
     other = next(lit for lit in result.record.literals if lit.value == OTHER)
     assert (other.status, other.in_tail, other.in_ledger) == ("reinjected", False, True)
+
+
+def test_the_numbers_a_firewall_remembers_are_bounded_least_recently_used_first(packs,
+                                                                                monkeypatch):
+    """Without a log, a firewall numbers each conversation's compactions itself, for at most
+    NUMBERED_MAX conversations: past that, the one numbered least recently is forgotten."""
+    from firewall import guard
+
+    monkeypatch.setattr(guard, "NUMBERED_MAX", 2)
+    fw = Firewall(packs)
+    assert [fw.next_compaction(c) for c in ("A", "B", "A")] == [1, 1, 2]  # two fit
+    assert fw.next_compaction("C") == 1  # B, numbered before A's last, is forgotten
+    assert [fw.next_compaction(c) for c in ("A", "B")] == [3, 1]

@@ -189,6 +189,25 @@ def test_a_literal_over_the_cap_is_not_pinned_and_its_turn_is_kept(tmp_path: Pat
     assert "turn 2 kept verbatim" in outcome.detail
 
 
+@pytest.mark.parametrize("pairs, pinned", [(LITERAL_MAX_CHARS // 2, True),
+                                            (LITERAL_MAX_CHARS // 2 + 1, False)])
+def test_a_literal_of_exactly_the_cap_is_pinned_one_over_is_kept_verbatim(tmp_path: Path,
+                                                                         pairs, pinned) -> None:
+    pack = tmp_path / "runs.yaml"
+    pack.write_text(RUNS_PACK, "utf-8")
+    run = "ab" * pairs  # LITERAL_MAX_CHARS characters, then 2 more
+    messages = [{"role": "user", "content": f"Check {USER_INVOICE}."},
+                {"role": "assistant", "content": f"dump: {run} end"},
+                {"role": "user", "content": "ok"}, {"role": "assistant", "content": "Done."}]
+    audit = MemoryAuditLog(key=b"k" * 32)
+    result = Firewall([load_pack(pack), "billing"], audit=audit, keep_last=1,
+                      budget_tokens=100_000).compact(messages)
+    assert (run in result.ledger) is pinned
+    assert (messages[1] in result.messages) is not pinned  # kept verbatim when not pinned
+    [outcome] = [o for o in audit.records[0].literals if o.value == run]
+    assert (outcome.status == "kept_verbatim") is not pinned
+
+
 def _entry(value: str, severity: str = "pin") -> LedgerEntry:
     return LedgerEntry(value=value, rule="t/t", kind="t", role="tool", first_seen=0,
                        last_seen=0, severity=severity)

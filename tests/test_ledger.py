@@ -548,6 +548,26 @@ def test_span_salience_prefers_used_and_specific_values_over_listings():
     assert {e.value for e in ranked[:2]} == {"1000007", "#W1234567"}
 
 
+@pytest.mark.parametrize("shown, listing", [(3, False), (4, True)])
+def test_a_listing_starts_above_listed_max_values_of_one_kind_in_one_message(shown, listing):
+    """Three ids of one kind in one result are a choice; a fourth makes them a listing, whose
+    values weigh half as much (same id, same cost, same everything else)."""
+    from firewall.ledger import LISTED_MAX, contextual_salience, uses
+
+    assert LISTED_MAX == 3
+    led = make([lit(f"{1000000 + i}", 2, "tool", tool="catalog", rule="core/number-id")
+                for i in range(shown)]
+               + [lit("2000000", 5, "tool", tool="catalog", rule="core/number-id")])
+    used = uses(led.entries, [])
+    assert used.listed["1000000"] == shown and used.listed["2000000"] == 1
+    key = contextual_salience(used)
+    by_value = {e.value: e for e in led.entries}
+    lone, member = by_value["2000000"], by_value["1000000"]
+    member.last_seen = lone.last_seen  # only the listing differs
+    ratio = key(lone)[1] / key(member)[1]
+    assert ratio == pytest.approx(2.0 if listing else 1.0)
+
+
 def test_a_carried_value_is_written_once_and_again_when_its_carrier_is_evicted():
     invoice = "INV-2025-08-44719"
     led = make([lit(invoice, 1), lit(f"{invoice}-R1", 2, "tool", tool="get_order"),

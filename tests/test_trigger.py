@@ -217,6 +217,33 @@ def test_preemptive_compacts_before_a_turn_whose_output_would_cross(fw):
     assert not reactive.fires(live, expected_output=10_000)  # reactive ignores it
 
 
+def test_a_call_s_expected_output_decides_both_firing_and_relief():
+    """The next call's own max_tokens overrides the trigger's, for whether it fires and for
+    whether a compaction would bring the context under the target."""
+    turns = parse_messages(native()).turns
+    live = live_tokens(turns)
+    trigger = Trigger(window=live - 1, watermark=1.0, policy="preemptive",
+                      expected_output=live, headroom=0)
+    span = choose_span(turns, keep_last=1)
+    small = trigger.assess(turns, span, lambda t: False, expected_output=0)
+    assert small.due  # the system prompt and the tail alone are under the target
+    big = trigger.assess(turns, span, lambda t: False)
+    assert big.fires and not big.due and big.skipped.startswith(SKIPPED)
+    assert f"{live:,} for the next call's output" in big.skipped
+
+
+def test_an_anthropic_system_prompt_kept_apart_is_not_put_in_the_messages():
+    """Anthropic's system prompt is a parameter, not a message: the composed messages hold
+    no trace of it (no ``None`` where its message would be)."""
+    conversation = parse_messages(anthropic(), system=SYSTEM)
+    assert conversation.turns[0].role == "system" and conversation.turns[0].raw is None
+    span = choose_span(conversation.turns, keep_last=1)
+    out = compose(conversation, span, "Summary.", "<<<ledger>>>")
+    assert None not in out and all(isinstance(m, dict) for m in out)
+    assert out[-1] == anthropic()[-1]
+    assert SYSTEM not in json.dumps(out)
+
+
 # ── the semantic nudge ─────────────────────────────────────────────────────────────────────
 
 @pytest.mark.parametrize("fmt", FORMATS)
