@@ -77,7 +77,7 @@ def test_the_tools_answer_in_process_as_over_stdio(served):
 
     tools, answers = over_mcp(service(db, ledger_file), steps)
     assert {t.name for t in tools.tools} == {"pinned_literals", "find_pinned",
-                                             "literal_survival"}
+                                             "literal_survival", "recall"}
     by_prefix, survival, everything, empty, blank, by_rule = answers
     assert [e["value"] for e in by_prefix.structured_content["entries"]] == [INVOICE]
     (hit,) = survival.structured_content["compactions"]
