@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from firewall import archive_sqlite  # noqa: E402
-from firewall.archive import ArchiveEntry, ArchiveLimits, Query, value_parts  # noqa: E402
+from firewall.audit.archive import ArchiveEntry, ArchiveLimits, Query, value_parts  # noqa: E402
 from firewall.audit import SQLiteAuditLog, literal_hash  # noqa: E402
 
 WORDS = ("cache user order invoice refund payment session token worker queue retry model view "
@@ -100,8 +100,8 @@ KINDS = ("exact value", "base name / fragment", "6-char prefix", "one name part"
 
 
 def queries(sample: list[tuple[str, str]], count: int, rng: random.Random) -> list[str]:
-    from firewall.archive import terms
-    from firewall.archive_eval import fragment
+    from firewall.audit.archive import terms
+    from firewall.evaluation.archive_eval import fragment
 
     out = []
     for i in range(count):
@@ -169,7 +169,7 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
 
 def write_bench(data: Path, repeat: int) -> None:
     from firewall.formats import read_conversations
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     sessions = data / "claude_code_cc0"
     if not sessions.is_dir():

@@ -40,7 +40,7 @@ KEY = b"audit-fleet-benchmark-key"
 def template_record() -> str:
     """The audit record of one real compaction, as JSON."""
     from firewall.audit import MemoryAuditLog
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
     from firewall.summarizers.extractive import ExtractiveSummarizer
 
     conversation = json.loads((ROOT / "examples" / "support_invoice.json").read_text())
@@ -52,7 +52,7 @@ def open_log(spec: str) -> Any:
     from firewall.audit import SQLiteAuditLog
 
     if spec.startswith("postgresql://"):
-        from firewall.audit_pg import PostgresAuditLog
+        from firewall.audit.postgres import PostgresAuditLog
 
         return PostgresAuditLog(spec, key=KEY)
     return SQLiteAuditLog(spec, key=KEY)

@@ -32,10 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from firewall.evaluate import cut_points, gold_set, occurs, oracle_ledger, turn_text  # noqa: E402
+from firewall.evaluation.evaluate import cut_points, gold_set, occurs, oracle_ledger, turn_text  # noqa: E402
 from firewall.formats import read_conversations  # noqa: E402
-from firewall.guard import Firewall  # noqa: E402
-from firewall.ledger import Ledger, uses  # noqa: E402
+from firewall.compaction.guard import Firewall  # noqa: E402
+from firewall.compaction.ledger import Ledger, uses  # noqa: E402
 from firewall.tokens import count_tokens  # noqa: E402
 
 NAIVE_SPLIT = re.compile(r"""[\s"'\[\]{}(),:;]+""")

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser, repeat=3)
     args = parser.parse_args(argv)
     _, files, packs, _ = bench_inputs(args, "extraction_cpu: CPU seconds of extraction")
-    from firewall.extract import Extractor
+    from firewall.extraction.extract import Extractor
 
     conversations = load_conversations(files)
     extractor = Extractor(packs)

@@ -36,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
               f"is ../shared/data/claude_code_cc0/*.jsonl)")
         return 0
 
-    from firewall.evaluate import agent_cuts, cut_points, gold_set, occurs
+    from firewall.evaluation.evaluate import agent_cuts, cut_points, gold_set, occurs
     from firewall.formats import read_conversations
-    from firewall.guard import Firewall
-    from firewall.ledger import Ledger
+    from firewall.compaction.guard import Firewall
+    from firewall.compaction.ledger import Ledger
 
     fractions = [float(x) for x in args.at.split(",")]
     firewall = Firewall()

@@ -51,7 +51,7 @@ def main() -> None:
         files = [f for f in files if f.name in args.file]
     if not files:
         exit_without_data(data)
-    from firewall.extract import Extractor
+    from firewall.extraction.extract import Extractor
     from firewall.formats import read_conversations
 
     packs, _ = load_packs_for_bench([])

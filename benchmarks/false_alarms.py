@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def run(data: Path, keep_last: int, show: int) -> int:
     sys.path.insert(0, str(REPO))
-    from firewall.compose import choose_span
+    from firewall.compaction.compose import choose_span
     from firewall.formats import read_conversations
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
     from firewall.summarizers.base import SummaryRequest
     from firewall.summarizers.extractive import ExtractiveSummarizer
     from firewall.turns import Conversation

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 from firewall.audit import MemoryAuditLog
-from firewall.compose import turn_tokens
+from firewall.compaction.compose import turn_tokens
 from firewall.formats import read_conversations
-from firewall.guard import Firewall
-from firewall.hook_eval import through_hooks
-from firewall.hooks import (compaction_span, load_state, post_compact, pre_compact,
+from firewall.compaction.guard import Firewall
+from firewall.evaluation.hook_eval import through_hooks
+from firewall.integrations.hooks import (compaction_span, load_state, post_compact, pre_compact,
                             session_start, state_in)
 from firewall.formats.transcripts import read_transcript
 from firewall.tokens import count_tokens

@@ -37,10 +37,10 @@ rules:
 
 def _step(name: str, size: int, out: multiprocessing.Queue) -> None:
     from firewall import Firewall
-    from firewall.ledger import LedgerEntry, _carriers, uses
-    from firewall.packs import load_pack
+    from firewall.compaction.ledger import LedgerEntry, _carriers, uses
+    from firewall.extraction.packs import load_pack
     from firewall.turns import Turn
-    from firewall.validate import validate
+    from firewall.compaction.validate import validate
 
     value = "ab" * (size // 2)
     entries = [LedgerEntry(value=v, rule="runs/run", kind="run", role="tool", first_seen=1,

@@ -13,7 +13,7 @@ Target: p99 < 2 ms. A full re-scan of the conversation is timed for contrast.
 
 The process is warmed first with ``--warm`` turns of the same three shapes under another seed
 (so no ID recurs), as a running agent is warm after its first turns: each rule has settled
-between its locator and ``regex``'s own scan (``firewall/locate.py``) and remembers its answers
+between its locator and ``regex``'s own scan (``firewall/extraction/locate.py``) and remembers its answers
 for recurring words. ``--warm 0`` times a cold process.
 
     python benchmarks/incremental.py [--data DIR] [--repeat 5] [--history 1000] [--turns 200]
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header, files, packs, mode = bench_inputs(
         args, "incremental: latency of Scanner.add for one new turn")
-    from firewall.extract import Extractor, Scanner
+    from firewall.extraction.extract import Extractor, Scanner
 
     extractor = Extractor(packs, cache_size=0)  # each new turn is new: no memo
     pool = [t for c in load_conversations(files) for t in c.turns if t.role != "system"]

@@ -95,7 +95,7 @@ def generate(files: list[Path], target: Path, size_bytes: int) -> tuple[int, int
 
 def child(path: str, packs_arg: list[str]) -> None:
     """Scan ``path`` streaming; print one JSON line of counts and memory figures."""
-    from firewall.extract import Extractor, Scanner
+    from firewall.extraction.extract import Extractor, Scanner
     from firewall.formats import read_conversations
 
     packs, mode = load_packs_for_bench(packs_arg)

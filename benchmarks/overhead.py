@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from firewall.audit import SQLiteAuditLog  # noqa: E402
 from firewall.formats import read_conversations  # noqa: E402
-from firewall.guard import Firewall  # noqa: E402
+from firewall.compaction.guard import Firewall  # noqa: E402
 from firewall.summarizers.scripted import ScriptedSummarizer  # noqa: E402
 from firewall.tokens import count_tokens, estimate_tokens, set_token_counter  # noqa: E402
 from firewall.turns import Conversation  # noqa: E402

@@ -49,7 +49,7 @@ def gold_rows(paths: list[Path]) -> dict[tuple[str, int], list[dict]]:
 
 def found_in(literal: str, values: set[str], joined: str) -> bool:
     """Equal to an extracted value, or inside one as the metric reads it (``occurs``)."""
-    from firewall.evaluate import occurs
+    from firewall.evaluation.evaluate import occurs
 
     return literal in values or occurs(literal, joined)
 
@@ -77,9 +77,9 @@ class Tally:
 
 
 def run(data: Path, packs_arg: list[str], sample: int) -> dict:
-    from firewall.extract import Extractor
+    from firewall.extraction.extract import Extractor
     from firewall.formats import read_conversations
-    from firewall.packs import load_packs
+    from firewall.extraction.packs import load_packs
 
     packs = load_packs(*packs_arg)
     extractor = Extractor(packs)

@@ -2,7 +2,7 @@
 
     python benchmarks/reference_gold.py [--data ../shared/data] [--budget auto|TOKENS|P%]
 
-``firewall eval`` computes its gold itself (``firewall.evaluate.gold_set``). The dev data also
+``firewall eval`` computes its gold itself (``firewall.evaluation.evaluate.gold_set``). The dev data also
 ships reference gold sets (``gold_*.jsonl``: one row per conversation and cut ``k``, each
 literal with its kind and whether it is strict), computed by the definition in DESIGN.md. This
 script scores the same contexts ``firewall eval`` builds (the ledger block alone at the given
@@ -24,10 +24,10 @@ from throughput import conversation_files
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from firewall.budget import parse_budget  # noqa: E402
-from firewall.evaluate import evaluate_cut, occurs  # noqa: E402
+from firewall.compaction.budget import parse_budget  # noqa: E402
+from firewall.evaluation.evaluate import evaluate_cut, occurs  # noqa: E402
 from firewall.formats import read_conversations  # noqa: E402
-from firewall.guard import Firewall  # noqa: E402
+from firewall.compaction.guard import Firewall  # noqa: E402
 
 CONTEXTS = ("ledger", "naive")
 

@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-from firewall.budget import Budget, parse_budget
+from firewall.compaction.budget import Budget, parse_budget
 from firewall.formats import read_conversations
-from firewall.guard import Firewall
-from firewall.replay import replay_conversation
+from firewall.compaction.guard import Firewall
+from firewall.evaluation.replay import replay_conversation
 from firewall.summarizers.extractive import ExtractiveSummarizer
-from firewall.trigger import Trigger
+from firewall.compaction.trigger import Trigger
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "claude_code_cc0"
 

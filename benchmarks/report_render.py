@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import headless  # noqa: E402
 
-from firewall.replaylog import ReplayConversation  # noqa: E402
+from firewall.evaluation.replaylog import ReplayConversation  # noqa: E402
 
 LITERALS = ("INV-2025-{:02d}-{:05d}", "src/billing/module_{:02d}_{:05d}.py", "#W{:02d}{:05d}",
             "ch_3Pq{:02d}x{:05d}", "ord_{:02d}_{:05d}")

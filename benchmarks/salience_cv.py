@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from firewall.salience import default_salience  # noqa: E402
-from firewall.salience_fit import (FIT_FEATURES, Score, collect_files, fit, heaviest,  # noqa: E402
+from firewall.compaction.salience import default_salience  # noqa: E402
+from firewall.evaluation.salience_fit import (FIT_FEATURES, Score, collect_files, fit, heaviest,  # noqa: E402
                                    judge, percent, search)
 
 DATA = ROOT.parent / "shared" / "data"

@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:0] = [str(REPO), str(REPO / "tests")]
     from secret_precision import measure
 
-    from firewall.extract import Extractor
-    from firewall.packs import load_packs
+    from firewall.extraction.extract import Extractor
+    from firewall.extraction.packs import load_packs
 
     result = measure(Extractor(load_packs(*(args.rules or ()))))
     if args.show:

@@ -41,9 +41,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from firewall.guard import Firewall
-from firewall.ledger import Ledger
-from firewall.packs import load_packs
+from firewall.compaction.guard import Firewall
+from firewall.compaction.ledger import Ledger
+from firewall.extraction.packs import load_packs
 from firewall.summarizers.base import Summary
 
 PACK = """name: soak

@@ -59,8 +59,8 @@ def percentile(values: list[float], q: float) -> float:
 def warmed_extractor(packs):
     """A fresh extractor warmed on other text than the sessions: every rule's own examples
     (each rule compiled, its locator built) and 300 synthetic retail turns."""
-    from firewall.examples import run_examples
-    from firewall.extract import Extractor
+    from firewall.extraction.examples import run_examples
+    from firewall.extraction.extract import Extractor
 
     extractor = Extractor(packs)
     run_examples(packs, extractor)
@@ -86,7 +86,7 @@ def main() -> None:
         print(f"no sessions at {folder} (expected *.jsonl): nothing to benchmark; "
               "give a FOLDER (e.g. ../shared/data/claude_code_cc0)")
         sys.exit(0)
-    from firewall.extract import Scanner
+    from firewall.extraction.extract import Scanner
 
     meta = print_header("extraction speed against a one-regex floor")
     from firewall.formats import read_conversations
@@ -98,7 +98,7 @@ def main() -> None:
     longest = max(conversations, key=lambda c: sum(len(t.text) for t in c.turns))
     packs, _ = load_packs_for_bench([])
     try:
-        from firewall import multimatch
+        from firewall.extraction import multimatch
         engine = "Hyperscan + RE2" if multimatch.available() else "RE2"
     except ImportError:  # an older engine
         engine = "RE2"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from firewall.extract import Extractor
-from firewall.packs import load_packs
+from firewall.extraction.extract import Extractor
+from firewall.extraction.packs import load_packs
 from firewall.turns import Turn
 
 TABLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "standard_classes.yaml"

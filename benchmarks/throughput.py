@@ -127,7 +127,7 @@ def load_conversations(files: list[Path], per_file: int | None = None) -> list[A
 def load_packs_for_bench(names: list[str]) -> tuple[list[Any], str]:
     """Built-in packs (or ``--pack``), strict; a pack whose examples fail loads non-strict."""
     from firewall.errors import PackError
-    from firewall.packs import load_packs
+    from firewall.extraction.packs import load_packs
 
     try:
         return load_packs(*names), "strict"
@@ -212,9 +212,9 @@ class NaiveLoop:
     def __init__(self, packs: list[Any], module: Any) -> None:
         import regex
 
-        from firewall.checksums import CHECKSUMS
-        from firewall.compiled import REQUIRES
-        from firewall.packs import RegexRule
+        from firewall.extraction.checksums import CHECKSUMS
+        from firewall.extraction.compiled import REQUIRES
+        from firewall.extraction.packs import RegexRule
         from firewall.turns import ROLES
 
         flag_names = {"ignorecase": "IGNORECASE", "multiline": "MULTILINE", "dotall": "DOTALL",
@@ -315,7 +315,7 @@ class PresidioBaseline:
         from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
         from presidio_analyzer.nlp_engine import NlpEngineProvider
 
-        from firewall.packs import RegexRule
+        from firewall.extraction.packs import RegexRule
         from firewall.turns import ROLES
 
         logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
@@ -366,7 +366,7 @@ class PresidioBaseline:
 
 
 def regex_only(packs: list[Any]) -> list[Any]:
-    from firewall.packs import RegexRule
+    from firewall.extraction.packs import RegexRule
 
     out = []
     for pack in packs:
@@ -392,8 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     import regex
 
-    from firewall.compiled import covered
-    from firewall.extract import Extractor, Scanner
+    from firewall.extraction.compiled import covered
+    from firewall.extraction.extract import Extractor, Scanner
 
     conversations = load_conversations(files, args.per_file)
     messages = [(ci, ti, turn, message_units(turn))

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .budget import Budget, parse_budget
+from .compaction.budget import Budget, parse_budget
 from .errors import FirewallError
 from .options import (add_audit_options, add_dask_option, add_fail_fast_option,
                       add_keep_last_option, add_placeholders_option, add_rules_option,
@@ -40,7 +40,7 @@ def _packs(args: argparse.Namespace, *, strict: bool = True):
     occur."""
     packs = packs_from_args(args, strict=strict)
     if getattr(args, "tools", None):
-        from .toolschema import pack_from_tools
+        from .authoring.toolschema import pack_from_tools
 
         try:
             with open(args.tools, encoding="utf-8") as handle:
@@ -85,7 +85,7 @@ class ScanTask:
         self.packs, self.json_lines = packs, json_lines
 
     def setup(self) -> Any:
-        from .extract import Extractor
+        from .extraction.extract import Extractor
 
         return Extractor(self.packs)
 
@@ -115,7 +115,7 @@ class ScanTask:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    from .distributed import open_mapper
+    from .evaluation.distributed import open_mapper
 
     task = ScanTask(_packs(args), args.json)
     total, failed = 0, False
@@ -147,14 +147,14 @@ def _files(args: argparse.Namespace, paths: Sequence[str], label: str):
 
 def _named_packs(args: argparse.Namespace):
     """``rules test | lint | list PACK...`` look at the packs named, not at the built-ins too."""
-    from .packs import load_packs
+    from .extraction.packs import load_packs
 
     return load_packs(*args.rules, strict=False)
 
 
 def cmd_rules_test(args: argparse.Namespace) -> int:
-    from .examples import noise_reports, run_examples
-    from .extract import Extractor
+    from .extraction.examples import noise_reports, run_examples
+    from .extraction.extract import Extractor
 
     packs = _named_packs(args)
     extractor = Extractor(packs)
@@ -171,7 +171,7 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
 
 
 def cmd_rules_lint(args: argparse.Namespace) -> int:
-    from .lint import lint
+    from .authoring.lint import lint
 
     findings = lint(_named_packs(args))
     for finding in findings:
@@ -238,7 +238,7 @@ def _readable_blocks(text: str, ledger: Any) -> str:
     reader wants ``2>&1``, not ``2\\u003e&1``. Display only: the messages are unchanged."""
     if ledger is None or "\\u003" not in text:
         return text
-    from .ledger import find_blocks
+    from .compaction.ledger import find_blocks
 
     spans = find_blocks(text, ledger.nonce, ledger.key)
     for start, end in reversed(spans):
@@ -252,8 +252,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .audit import escape_surrogates
-    from .guard import Firewall
-    from .ledger import Ledger
+    from .compaction.guard import Firewall
+    from .compaction.ledger import Ledger
 
     fw = Firewall(_packs(args), budget_tokens=args.budget, max_retries=args.max_retries,
                   policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
@@ -295,7 +295,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     if ledger_path and ledger is not None:  # it holds secrets and the HMAC key: 0600
-        from .hooks import write_atomic
+        from .integrations.hooks import write_atomic
 
         write_atomic(ledger_path, ledger.to_json())
     # a script must tell "the summarizer never ran" from success: its own exit code
@@ -351,8 +351,8 @@ def _statuses_help() -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .guard import Firewall
-    from .validate import Finding, occurs
+    from .compaction.guard import Firewall
+    from .compaction.validate import Finding, occurs
 
     conversations = []
     with _files(args, [args.file], "check") as files:
@@ -524,7 +524,7 @@ def _counter_sample(args: argparse.Namespace, limit: int = 100_000) -> str:
     from pathlib import Path
 
     from .formats import read_conversations
-    from .guard import Firewall
+    from .compaction.guard import Firewall
 
     path = getattr(args, "file", None) or (getattr(args, "files", None) or [None])[0]
     if not path or not Path(path).is_file():
@@ -665,16 +665,16 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
         else:  # never shown: only the command about to run parses its arguments
             stubs.add_parser(name.split()[-1])
 
-    lazy("rules suggest", lambda: _import("suggest").add_suggest_command(rules_sub), rules_sub)
-    lazy("rules import", lambda: _import("gitleaks").add_import_command(rules_sub), rules_sub)
-    lazy("eval", lambda: _import("evaluate").add_eval_command(sub))
-    lazy("replay", lambda: _import("replay").add_replay_command(sub))
-    lazy("hooks", lambda: _import("hooks").add_hooks_commands(sub))
-    lazy("diagnose", lambda: _import("diagnostics").add_diagnose_command(sub))
-    lazy("report", lambda: _import("report").add_report_command(sub))
-    lazy("mcp", lambda: _import("mcp_server").add_mcp_command(sub))
-    lazy("salience", lambda: _import("salience_fit").add_salience_command(sub))
-    lazy("recall", lambda: _import("recall_cli").add_recall_command(sub))
+    lazy("rules suggest", lambda: _import("authoring.suggest").add_suggest_command(rules_sub), rules_sub)
+    lazy("rules import", lambda: _import("authoring.gitleaks").add_import_command(rules_sub), rules_sub)
+    lazy("eval", lambda: _import("evaluation.evaluate").add_eval_command(sub))
+    lazy("replay", lambda: _import("evaluation.replay").add_replay_command(sub))
+    lazy("hooks", lambda: _import("integrations.hooks").add_hooks_commands(sub))
+    lazy("diagnose", lambda: _import("evaluation.diagnostics").add_diagnose_command(sub))
+    lazy("report", lambda: _import("evaluation.report").add_report_command(sub))
+    lazy("mcp", lambda: _import("integrations.mcp_server").add_mcp_command(sub))
+    lazy("salience", lambda: _import("evaluation.salience_fit").add_salience_command(sub))
+    lazy("recall", lambda: _import("audit.recall_cli").add_recall_command(sub))
     return parser
 
 
@@ -687,7 +687,7 @@ def _import(module: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["hooks"]:  # runs at every agent event: no need for the rest of the CLI
-        from .hooks import main as hooks_main
+        from .integrations.hooks import main as hooks_main
 
         return hooks_main(argv[1:])
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)

@@ -25,7 +25,7 @@ def pack_names(rules: Sequence[str] | None, only: bool = False) -> list[str]:
     """The packs a command line selects: every built-in pack plus ``rules``, or, with ``only``,
     ``rules`` alone (an error without any)."""
     from .errors import PackError
-    from .packs import builtin_names
+    from .extraction.packs import builtin_names
 
     rules = list(rules or ())
     if only and not rules:
@@ -35,7 +35,7 @@ def pack_names(rules: Sequence[str] | None, only: bool = False) -> list[str]:
 
 
 def packs_from_args(args: argparse.Namespace, *, strict: bool = True) -> list[Any]:
-    from .packs import load_packs
+    from .extraction.packs import load_packs
 
     return load_packs(*pack_names(args.rules, getattr(args, "only", False)), strict=strict)
 
@@ -137,7 +137,7 @@ def _byte_size(text: str) -> int:
 def add_dask_option(parser: argparse.ArgumentParser) -> None:
     """``--dask [ADDRESS]`` and ``--dask-partition SIZE``, the same for every batch command
     (``distributed`` runs them; the output is the same as without)."""
-    from .distributed import LOCAL, MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
+    from .evaluation.distributed import LOCAL, MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
 
     parser.add_argument("--dask", nargs="?", const=LOCAL, type=_dask_address, metavar="ADDRESS",
                         help="run on Dask (the dask extra): alone, a local cluster of one "
@@ -182,6 +182,6 @@ def add_salience_option(parser: argparse.ArgumentParser) -> None:
 
 def salience_from_args(args: argparse.Namespace) -> Any:
     """The ``Salience`` that ``--salience`` names (the built-in one without it)."""
-    from .salience import load_salience
+    from .compaction.salience import load_salience
 
     return load_salience(getattr(args, "salience", None))

@@ -14,8 +14,8 @@ from typing import Any
 
 def schemas() -> dict[str, dict[str, Any]]:
     from .audit import AuditRecord
-    from .ledger import Ledger
-    from .packs import PackSpec
+    from .compaction.ledger import Ledger
+    from .extraction.packs import PackSpec
 
     return {"rulepack.schema.json": PackSpec.model_json_schema(),
             "ledger.schema.json": Ledger.model_json_schema(),

@@ -35,9 +35,9 @@ _FUZZING = __name__ == "__main__" and atheris is not None
 with (atheris.instrument_imports(include=["firewall"]) if _FUZZING
       else contextlib.nullcontext()):
     from firewall.audit import MemoryAuditLog
-    from firewall.extract import Extractor
-    from firewall.guard import Firewall
-    from firewall.packs import load_packs
+    from firewall.extraction.extract import Extractor
+    from firewall.compaction.guard import Firewall
+    from firewall.extraction.packs import load_packs
     from firewall.summarizers.base import Summary, SummaryRequest
 
 GITHUB = "ghp_" + "FAKEu8jzPde0IgxLd6GncfBAepfJBd0Kh8oO"

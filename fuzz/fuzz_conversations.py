@@ -29,9 +29,9 @@ _FUZZING = __name__ == "__main__" and atheris is not None
 with (atheris.instrument_imports(include=["firewall"]) if _FUZZING
       else contextlib.nullcontext()):
     from firewall.errors import ConversationError
-    from firewall.extract import Extractor
+    from firewall.extraction.extract import Extractor
     from firewall.formats import FORMATS, parse_messages, read_conversations
-    from firewall.packs import load_packs
+    from firewall.extraction.packs import load_packs
 
 SEED_CONVERSATIONS = [
     b'{"id": "c1", "messages": [{"role": "user", "content": "invoice INV-2025-08-44719"}, '

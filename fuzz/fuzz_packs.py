@@ -24,9 +24,9 @@ _FUZZING = __name__ == "__main__" and atheris is not None
 with (atheris.instrument_imports(include=["firewall", "yaml"]) if _FUZZING
       else contextlib.nullcontext()):
     from firewall.errors import PackError
-    from firewall.examples import failures
-    from firewall.extract import Extractor
-    from firewall.packs import Pack, parse_pack
+    from firewall.extraction.examples import failures
+    from firewall.extraction.extract import Extractor
+    from firewall.extraction.packs import Pack, parse_pack
 
 # Seeds for a corpus: a valid pack using every kind, and fragments the mutator can splice in.
 SEED_PACKS = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from firewall.extract import Extractor
+from firewall.extraction.extract import Extractor
 from firewall.turns import ToolCall, Turn
 
 FIXTURE = Path(__file__).parent / "fixtures" / "secret_precision.yaml"

@@ -7,9 +7,9 @@ import sqlite3
 import pytest
 
 from firewall import Firewall
-from firewall.archive import ArchiveLimits, Query, hint_line, terms, value_parts
+from firewall.audit.archive import ArchiveLimits, Query, hint_line, terms, value_parts
 from firewall.audit import JSONLAuditLog, SQLiteAuditLog
-from firewall.audit_schema import migrations
+from firewall.audit.migrations import migrations
 from firewall.errors import AuditError, FirewallError
 
 from test_leaks import SECRETS, conversation as leaky_conversation, fragments, leaked
@@ -259,7 +259,7 @@ def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
     import asyncio
     import json
 
-    from firewall import recall_tool
+    from firewall.integrations import recall_tool
 
     result = fw.compact(messages(), summarize)
     conversation = result.record.conversation_id
@@ -286,7 +286,7 @@ def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
 def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
     import json
 
-    from firewall import recall_tool
+    from firewall.integrations import recall_tool
 
     fw = Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY), keep_last=1)
     fw.compact(leaky_conversation(), summarize)

@@ -86,7 +86,7 @@ def open_log(spec: str):
     """A shared-store log (what several processes write at once): a SQLite file or a
     PostgreSQL URL."""
     if spec.startswith("postgresql://"):
-        from firewall.audit_pg import PostgresAuditLog
+        from firewall.audit.postgres import PostgresAuditLog
 
         return PostgresAuditLog(spec, key=KEY)
     return SQLiteAuditLog(spec, key=KEY)
@@ -460,7 +460,7 @@ def _die_mid_write(spec: str, inside: multiprocessing.synchronize.Event) -> None
     # killed (-9) before COMMIT.
     module = audit
     if spec.startswith("postgresql://"):
-        from firewall import audit_pg as module
+        from firewall.audit import postgres as module
     insert_attempts = module._insert_attempts
 
     def stall(conn, record):

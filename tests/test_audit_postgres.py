@@ -21,11 +21,11 @@ pytest.importorskip("psycopg", reason=f"psycopg is not installed: {POSTGRES_HOWT
 from firewall import audit
 from firewall.audit import (DeferredAuditLog, SQLiteAuditLog, literal_hash, open_audit_log,
                             open_audit_sink)
-from firewall.audit_pg import PostgresAuditLog
-from firewall.audit_schema import MIGRATIONS
+from firewall.audit.postgres import PostgresAuditLog
+from firewall.audit.migrations import MIGRATIONS
 from firewall.cli import main
 from firewall.errors import AuditError
-from firewall.records import write_record
+from firewall.compaction.records import write_record
 from test_audit import INVOICE, KEY, SECRET, make_record, outcome
 
 FLEET_KEY = "fleet-key-0123456789abcdef"
@@ -280,7 +280,7 @@ def test_copy_moves_every_record_once_and_renumbers_taken_numbers(postgres_url, 
 @pytest.mark.parametrize("batch", [4, 100])  # the repeat in a later batch, in the same one
 def test_copy_from_a_jsonl_log_that_repeats_a_record_writes_it_once(postgres_url, tmp_path,
                                                                     monkeypatch, batch):
-    import firewall.audit_pg as audit_pg
+    import firewall.audit.postgres as audit_pg
 
     source = audit.JSONLAuditLog(tmp_path / "old.jsonl", key=KEY)
     records = [make_record(compaction=n) for n in range(1, 6)]

@@ -269,7 +269,7 @@ def test_a_second_start_takes_the_pack_from_the_cache(capsys, tmp_path, pack_cac
 def test_an_edited_pack_or_another_library_is_a_miss(capsys, tmp_path, pack_cache,
                                                       monkeypatch):
     import firewall
-    from firewall import packcache
+    from firewall.extraction import packcache
 
     pack = tmp_path / "projects.yaml"
     pack.write_text(PROJECTS, encoding="utf-8")

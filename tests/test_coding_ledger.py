@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from firewall.budget import Budget, budget_tokens, parse_budget
+from firewall.compaction.budget import Budget, budget_tokens, parse_budget
 from firewall.errors import PackError
-from firewall.extract import Extractor
+from firewall.extraction.extract import Extractor
 from firewall.formats import parse_messages
-from firewall.guard import Firewall
-from firewall.ledger import Ledger, LedgerEntry, contextual_salience, uses
-from firewall.packs import Pack, load_packs, parse_pack
+from firewall.compaction.guard import Firewall
+from firewall.compaction.ledger import Ledger, LedgerEntry, contextual_salience, uses
+from firewall.extraction.packs import Pack, load_packs, parse_pack
 from firewall.turns import ToolCall, Turn
 
 PACK = """
@@ -82,7 +82,7 @@ def test_bad_noise_names_pack_entry_and_field(noise, message):
 
 
 def test_noise_examples_run_with_the_pack():
-    from firewall.examples import noise_reports
+    from firewall.extraction.examples import noise_reports
 
     bad = PACK.replace('noise: ["1234\\t"]', 'noise: ["1234"]')
     (report,) = noise_reports([pack(bad)])

@@ -3,8 +3,8 @@ prose, shell output and look-alikes it must leave alone. Run through the whole e
 
 import pytest
 
-from firewall.extract import Extractor
-from firewall.packs import load_packs
+from firewall.extraction.extract import Extractor
+from firewall.extraction.packs import load_packs
 from firewall.turns import ToolCall, Turn
 
 

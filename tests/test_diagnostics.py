@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from firewall import diagnostics
+from firewall.evaluation import diagnostics
 from firewall.cli import main
-from firewall.diagnostics import PROBE_SYSTEM, Reread, diagnose_file, reread_calls
+from firewall.evaluation.diagnostics import PROBE_SYSTEM, Reread, diagnose_file, reread_calls
 from firewall.errors import ConversationError, FirewallError
 from firewall.formats.transcripts import read_transcript
 
@@ -196,7 +196,7 @@ def probe_model():
 
 
 def test_probe_recovery_when_the_ledger_holds_the_facts(probe_model):
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     model, api = probe_model
     [d] = diagnose_file(str(RECORDING), contexts=diagnostics._contexts(str(CONTEXTS)),
@@ -215,7 +215,7 @@ def test_probe_recovery_when_the_ledger_holds_the_facts(probe_model):
 
 
 def test_confabulation_diff_on_a_codex_compaction(probe_model):
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     model, _ = probe_model
     [d] = diagnose_file(str(CODEX), model=model, firewall=Firewall(), probes=8)
@@ -229,7 +229,7 @@ def test_confabulation_diff_on_a_codex_compaction(probe_model):
 
 
 def test_probes_never_send_a_secret(probe_model, tmp_path):
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     secret = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
     conversation = json.loads(RECORDING.read_text())

@@ -182,7 +182,7 @@ class _Probe:
 def test_the_state_is_built_once_per_worker_not_once_per_range(cluster, inputs):
     import cloudpickle
 
-    from firewall.distributed import open_mapper
+    from firewall.evaluation.distributed import open_mapper
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests
     try:
@@ -196,8 +196,8 @@ def test_the_state_is_built_once_per_worker_not_once_per_range(cluster, inputs):
 
 
 def test_without_dask_the_library_imports_and_says_which_extra(capsys, monkeypatch, inputs):
-    code = ("import sys; import firewall, firewall.distributed, firewall.cli, firewall.evaluate, "
-            "firewall.suggest; assert not any(m.split('.')[0] in ('dask', 'distributed') "
+    code = ("import sys; import firewall, firewall.evaluation.distributed, firewall.cli, firewall.evaluation.evaluate, "
+            "firewall.authoring.suggest; assert not any(m.split('.')[0] in ('dask', 'distributed') "
             "for m in sys.modules), sorted(m for m in sys.modules if 'dask' in m)")
     subprocess.run([sys.executable, "-c", code], check=True)
     monkeypatch.setitem(sys.modules, "dask", None)  # as if the extra were not installed

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from firewall import distributed
-from firewall.distributed import InProcess, OnDask, _run_range, _state
+from firewall.evaluation import distributed
+from firewall.evaluation.distributed import InProcess, OnDask, _run_range, _state
 from firewall.errors import ConversationError
 from firewall.inputs import ConversationFiles, count_lines, line_aligned_ranges
 from firewall.tokens import token_counter
@@ -179,7 +179,7 @@ def test_a_range_ends_at_the_first_line_start_at_or_after_its_size(tmp_path):
 
 def test_the_default_range_is_a_quarter_of_a_workers_share_within_its_bounds(threads,
                                                                           tmp_path):
-    from firewall.distributed import MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
+    from firewall.evaluation.distributed import MAX_PARTITION, MIN_PARTITION, RANGES_PER_WORKER
 
     def sparse(name, size):  # a file of that size that takes no disk
         path = tmp_path / name

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from firewall.evaluate import (Gold, Tally, add_eval_command, budget_tokens, cut_points,
+from firewall.evaluation.evaluate import (Gold, Tally, add_eval_command, budget_tokens, cut_points,
                                evaluate_cut, gold_set, literal_kind, naive_ledger, occurs, run)
-from firewall.guard import Firewall
+from firewall.compaction.guard import Firewall
 from firewall.formats import parse_messages
-from firewall.packs import load_packs
+from firewall.extraction.packs import load_packs
 from firewall.tokens import count_tokens
 
 
@@ -192,7 +192,7 @@ CODING = [
 
 
 def test_addressing_gold_names_a_target_and_text_the_agent_writes_does_not():
-    from firewall.evaluate import is_addressing
+    from firewall.evaluation.evaluate import is_addressing
 
     gold = {g.literal: g for g in gold_set(parse_messages(CODING, id="c"), 3)}
     # a path opened by file_path, a command's token: addressing
@@ -229,7 +229,7 @@ def test_extracted_measures_what_any_rule_took_before_the_budget(firewall):
 
 
 def test_the_report_shows_addressing_and_extracted_columns(tmp_path):
-    from firewall.evaluate import format_report
+    from firewall.evaluation.evaluate import format_report
 
     data = tmp_path / "code.jsonl"
     write_jsonl(data, [("c", CODING)])
@@ -323,8 +323,8 @@ def test_eval_measures_the_agents_own_compactions_of_a_session_file(capsys):
 # ── the archive's three shares and recall quality (issue 27) ────────────────────────────────
 
 def test_the_archive_splits_the_id_like_gold_in_three(firewall):
-    from firewall.archive_eval import ArchiveShares
-    from firewall.evaluate import CutScore
+    from firewall.evaluation.archive_eval import ArchiveShares
+    from firewall.evaluation.evaluate import CutScore
 
     roomy = evaluate_cut(conversation(), 3, firewall=firewall, budget=2000, keep_last=0)
     shares, archived = roomy.archive
@@ -347,8 +347,8 @@ def test_the_archive_splits_the_id_like_gold_in_three(firewall):
 
 
 def test_an_agent_half_remembering_asks_for_a_fragment_or_context_words():
-    from firewall.archive import ArchiveEntry
-    from firewall.archive_eval import context_words, fragment
+    from firewall.audit.archive import ArchiveEntry
+    from firewall.evaluation.archive_eval import context_words, fragment
 
     assert fragment("src/app/models.py") == "models.py"
     assert fragment("get_user_record") == "record"
@@ -364,7 +364,7 @@ def test_the_report_shows_the_archive_shares(tmp_path, capsys):
     result = run([data], fractions=[0.5], budget=1, keep_last=0)
     (total,) = [r for r in result["archive"] if (r["source"], r["frac"]) == ("all", "all")]
     assert total["shares"]["one_call"] > 0
-    from firewall.evaluate import format_report
+    from firewall.evaluation.evaluate import format_report
 
     result["tokens"] = "estimate"
     assert "one call away" in format_report(result)

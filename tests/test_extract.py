@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from firewall.examples import run_examples
-from firewall.extract import Extractor, Scanner
-from firewall.packs import load_packs, parse_pack, Pack
+from firewall.extraction.examples import run_examples
+from firewall.extraction.extract import Extractor, Scanner
+from firewall.extraction.packs import load_packs, parse_pack, Pack
 from firewall.turns import ToolCall, Turn
 
 PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
@@ -236,7 +236,7 @@ def test_json_inside_a_tool_result_that_is_not_json_goes_to_the_key_rules():
 
 
 def test_a_code_listing_full_of_braces_costs_a_bounded_number_of_json_tries(monkeypatch):
-    from firewall import extract
+    from firewall.extraction import extract
     tried = []
 
     class Counting:
@@ -300,7 +300,7 @@ def test_widened_re2_prefilter_never_drops_a_match_on_unicode_text(text):
 
 
 def test_relax_widens_into_re2_syntax():
-    from firewall.compiled import relax
+    from firewall.extraction.compiled import relax
 
     assert relax(r"(?<!\w)a{2,300}b{3}c{1,8}+$") == "a{2,}b{3}c{1,8}"
     assert relax(r"\bx\d[\w.-]", unicode=True) == (
@@ -312,8 +312,8 @@ def test_relax_widens_into_re2_syntax():
 
 
 def test_leading_optional_atoms_are_dropped_from_the_prefilter_source_only():
-    from firewall.compiled import drop_leading_optional
-    from firewall.packs import RegexRule
+    from firewall.extraction.compiled import drop_leading_optional
+    from firewall.extraction.packs import RegexRule
 
     # gitleaks' keyword rules start with [\w.-]{0,50}?: a set of hundreds of them built DFA
     # states for every prefix position; whether each matches somewhere does not depend on it
@@ -400,7 +400,7 @@ def _dump(result):
 
 
 def test_scan_memo_resumes_a_growing_history_with_a_fresh_scans_result(kinds):
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     memo, turns = ScanMemo(kinds), _history(12)
     for n in (8, 8, 20, 33, 48, 48, 30):  # grows, repeats, and shrinks (a miss)
@@ -419,7 +419,7 @@ def test_scan_memo_resumes_a_growing_history_with_a_fresh_scans_result(kinds):
 
 
 def test_scan_memo_result_is_the_callers_to_change(kinds):
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     memo, turns = ScanMemo(kinds), _history(3)
     first = memo.scan(turns, tag="c")
@@ -429,7 +429,7 @@ def test_scan_memo_result_is_the_callers_to_change(kinds):
 
 
 def test_scan_memo_sees_any_change_to_an_earlier_turn(kinds):
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     memo, turns = ScanMemo(kinds), _history(4)
     memo.scan(turns, tag="c")
@@ -446,7 +446,7 @@ def test_scan_memo_sees_any_change_to_an_earlier_turn(kinds):
 
 
 def test_scan_memo_never_mixes_up_what_different_skips_blank(kinds):
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     block = "[[INV-2025-08-11111]]"
     turns = _history(2) + [Turn("user", f"see {block} and INV-2025-08-22222")]
@@ -464,7 +464,7 @@ def test_scan_memo_never_mixes_up_what_different_skips_blank(kinds):
 
 
 def test_scan_memo_stores_no_scan_in_which_a_rule_timed_out():
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     extractor = Extractor([pack_from(
         "name: slow\nversion: '1'\nrules:\n  - id: evil\n    kind: regex\n"
@@ -480,7 +480,7 @@ def test_scan_memo_stores_no_scan_in_which_a_rule_timed_out():
 
 
 def test_scan_memo_is_bounded_and_keeps_conversations_apart(kinds):
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     memo = ScanMemo(kinds, size=4)
     histories = {tag: _history(3, tag) for tag in "ABCDEFG"}
@@ -494,7 +494,7 @@ def test_scan_memo_is_bounded_and_keeps_conversations_apart(kinds):
 def test_scan_memo_from_many_threads(kinds):
     from concurrent.futures import ThreadPoolExecutor
 
-    from firewall.extract import ScanMemo
+    from firewall.extraction.extract import ScanMemo
 
     memo = ScanMemo(kinds, size=3)
     histories = [_history(6, tag) for tag in "ABCDEF"]
@@ -521,7 +521,7 @@ KEYWORD_RULES = [("#W\\d{3}", ["#w", "order"]), ("\\w+-\\d+", ["-"]), ("x\\.y", 
 def test_the_ascii_keyword_set_gates_as_the_automaton_does(text):
     """On ASCII text the keywords are matched by the RE2 set, elsewhere by Aho-Corasick over
     the lowercased text: the rules offered are the same either way."""
-    from firewall.prefilter import ascii_bytes
+    from firewall.extraction.prefilter import ascii_bytes
 
     pack = pack_from("name: k\nversion: '1'\nrules:\n" + "".join(
         f"  - id: r{i}\n    kind: regex\n    pattern: '{p}'\n    keywords: {kw}\n"
@@ -552,7 +552,7 @@ json_values = st.recursive(
 @given(json_values)
 def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):
     """The written-out walk of JSON tool results answers as the rules over ``_json_leaves``."""
-    from firewall.extract import TurnScan, _json_leaves, _scalar_text
+    from firewall.extraction.extract import TurnScan, _json_leaves, _scalar_text
 
     if "default" not in _EXTRACTORS:  # compiled once: setdefault would compile every example
         _EXTRACTORS["default"] = Extractor(load_packs())
@@ -577,7 +577,7 @@ def test_a_slow_validator_does_not_spend_the_regex_time_budget(monkeypatch):
     List: about 0.2 s): that time is not the regex's, and must not time the rule out."""
     import time
 
-    from firewall.checksums import CHECKSUMS
+    from firewall.extraction.checksums import CHECKSUMS
 
     def slow(value: str) -> bool:
         time.sleep(0.05)

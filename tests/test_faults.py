@@ -26,9 +26,9 @@ import pytest
 from firewall import audit
 from firewall.audit import AuditError, JSONLAuditLog, MemoryAuditLog, SQLiteAuditLog
 from firewall.errors import CompactionRefused, SummarizerError
-from firewall.guard import Firewall
-from firewall.ledger import Ledger
-from firewall.packs import load_packs
+from firewall.compaction.guard import Firewall
+from firewall.compaction.ledger import Ledger
+from firewall.extraction.packs import load_packs
 from firewall.summarizers.base import Summary
 from firewall.summarizers.scripted import ScriptedSummarizer
 
@@ -533,7 +533,7 @@ def test_a_read_only_log_of_a_newer_schema_is_refused_naming_the_versions(tmp_pa
     """A log this version cannot write and whose schema is newer: reading it as if it were
     this version's could misread its records; it is refused, naming both schema versions."""
     from firewall import __version__
-    from firewall.audit_schema import MIGRATIONS
+    from firewall.audit.migrations import MIGRATIONS
     from firewall.cli import main
 
     folder = tmp_path / "logs"

@@ -9,9 +9,9 @@ import regex
 
 from firewall.cli import main
 from firewall.errors import PackError
-from firewall.extract import Extractor
-from firewall.gitleaks import Untranslatable, convert, import_file, translate_regex
-from firewall.packs import load_pack, parse_pack
+from firewall.extraction.extract import Extractor
+from firewall.authoring.gitleaks import Untranslatable, convert, import_file, translate_regex
+from firewall.extraction.packs import load_pack, parse_pack
 from firewall.turns import Turn
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gitleaks" / "team.toml"
@@ -213,7 +213,7 @@ def test_match_and_line_allowlists_need_a_regex_rule():
 
 def _found(extra: str, text: str) -> list[str]:
     spec = _pack(extra)
-    from firewall.packs import Pack
+    from firewall.extraction.packs import Pack
 
     pack = Pack(name="p", version="1", rules=tuple(spec.rules), owners=("p",))
     return [lit.value for lit in Extractor([pack]).scan_turn(Turn(role="user", text=text),
@@ -228,7 +228,7 @@ def test_group_number_and_entropy_filter():
 def test_stopwords_and_value_regexes_apply_to_any_rule_kind():
     terms = ("name: p\nversion: '1'\nrules:\n  - id: t\n    kind: terms\n"
              "    terms: [DemoKey1, RealKey2]\n    allowlist:\n      stopwords: [demo]\n")
-    from firewall.packs import Pack
+    from firewall.extraction.packs import Pack
 
     spec = parse_pack(terms)
     pack = Pack(name="p", version="1", rules=tuple(spec.rules), owners=("p",))
@@ -240,7 +240,7 @@ def test_stopwords_and_value_regexes_apply_to_any_rule_kind():
 
 def test_a_hostile_line_allowlist_regex_times_out_and_fails_closed():
     spec = _pack("    allowlist:\n      line_regexes: ['(a|aa)+$']")
-    from firewall.packs import Pack
+    from firewall.extraction.packs import Pack
 
     pack = Pack(name="p", version="1", rules=tuple(spec.rules), owners=("p",))
     extractor = Extractor([pack], timeout=0.05, timeout_per_mb=0.0)

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from firewall.audit import MemoryAuditLog, SQLiteAuditLog
 from firewall.errors import CompactionRefused
-from firewall.guard import Firewall
-from firewall.ledger import Ledger, find_blocks
-from firewall.packs import load_packs
+from firewall.compaction.guard import Firewall
+from firewall.compaction.ledger import Ledger, find_blocks
+from firewall.extraction.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
 from firewall.tokens import count_tokens
 from firewall.turns import Turn
@@ -212,7 +212,7 @@ def test_check_a_string_the_conversation_holds_is_not_a_mutation(packs):
 
 
 def test_strict_requires_every_literal_worth_pinning_not_every_literal():
-    from firewall.guard import worth_pinning
+    from firewall.compaction.guard import worth_pinning
 
     messages = [
         {"role": "user", "content": "Where is my order?"},
@@ -521,7 +521,7 @@ def test_keep_source_keeps_a_tool_result_with_its_call(packs):
 
 def test_the_audit_counts_the_span_turns_kept_verbatim_in_the_tokens_after(packs):
     from firewall.formats import parse_messages
-    from firewall.trigger import live_tokens
+    from firewall.compaction.trigger import live_tokens
 
     fw = Firewall(packs, keep_last=2, required="all", policy="keep_source", max_retries=0)
     result = fw.compact(conversation(), summarizer=ScriptedSummarizer([f"{INVOICE}; #W77."]))
@@ -532,8 +532,8 @@ def test_the_audit_counts_the_span_turns_kept_verbatim_in_the_tokens_after(packs
 
 @pytest.mark.parametrize("role, kept_turns", [("tool", [2, 3]), ("assistant", [2, 3, 4])])
 def test_a_turn_kept_for_a_rule_timeout_keeps_its_tool_pair(role, kept_turns):
-    from firewall.extract import Extractor
-    from firewall.packs import Pack, parse_pack
+    from firewall.extraction.extract import Extractor
+    from firewall.extraction.packs import Pack, parse_pack
 
     spec = parse_pack(f"""
 name: refs
@@ -570,7 +570,7 @@ def test_the_numbers_a_firewall_remembers_are_bounded_least_recently_used_first(
                                                                                 monkeypatch):
     """Without a log, a firewall numbers each conversation's compactions itself, for at most
     NUMBERED_MAX conversations: past that, the one numbered least recently is forgotten."""
-    from firewall import guard
+    from firewall.compaction import guard
 
     monkeypatch.setattr(guard, "NUMBERED_MAX", 2)
     fw = Firewall(packs)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import firewall
-from firewall import hooks
+from firewall.integrations import hooks
 from firewall.audit import open_audit_log
 from firewall.errors import FirewallError
-from firewall.ledger import Ledger
+from firewall.compaction.ledger import Ledger
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 EVENTS = Path(__file__).parent / "fixtures" / "hooks"  # payloads + the clients' published fields
@@ -342,13 +342,13 @@ def test_session_ids_never_escape_the_state_dir(tmp_path):
 
 def test_hook_runs_as_a_subprocess(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-m", "firewall.hooks", "run", "pre-compact",
+    done = subprocess.run([sys.executable, "-m", "firewall.integrations.hooks", "run", "pre-compact",
                            "--rules", PACK_FILE[0]],
                           input=json.dumps(claude_event("PreCompact")), capture_output=True,
                           text=True, env=env, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert hooks.session_path(claude_event("x")["session_id"]).exists()
-    done = subprocess.run([sys.executable, "-m", "firewall.hooks", "run", "session-start"],
+    done = subprocess.run([sys.executable, "-m", "firewall.integrations.hooks", "run", "session-start"],
                           input=json.dumps(claude_event("SessionStart", source="compact")),
                           capture_output=True, text=True, env=env, timeout=60)
     assert INVOICE in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
@@ -462,7 +462,7 @@ def test_three_handlers_re_inject_every_pinned_value_the_summary_lacks(tmp_path,
 
 
 def test_eval_drives_the_hooks_at_each_compaction_of_a_session_file(pack_path):
-    from firewall import evaluate
+    from firewall.evaluation import evaluate
     from firewall.formats import read_conversations
 
     fw = firewall.Firewall([pack_path], budget_tokens=60)
@@ -583,7 +583,7 @@ def test_post_compact_archives_the_span_and_the_hint_line_needs_with_mcp():
     session = claude_event("x")["session_id"]
     count = log.archive_count(session)
     assert count >= 3
-    assert log.recall(firewall.archive.Query.of("refunds.py"))[0].value == PATH
+    assert log.recall(firewall.audit.archive.Query.of("refunds.py"))[0].value == PATH
     start = claude_event("SessionStart", source="compact", model="claude-sonnet-4-5")
 
     # without the MCP server the agent cannot ask: no hint line
@@ -595,7 +595,7 @@ def test_post_compact_archives_the_span_and_the_hint_line_needs_with_mcp():
     code, out, _ = run("session-start", start, recall_hint=True)
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith(plain)
-    assert context.splitlines()[-1] == firewall.archive.hint_line(count)
+    assert context.splitlines()[-1] == firewall.audit.archive.hint_line(count)
     assert context.count("\n") == plain.count("\n") + 1  # one line more, no other change
 
 

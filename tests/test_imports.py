@@ -42,6 +42,6 @@ def test_no_library_module_imports_the_command_line():
 def test_the_scan_sees_relative_and_lazy_imports():
     lazy = "def main():\n    from ..cli import main as cli_main\n    return cli_main()\n"
     assert "firewall.cli" in imported_modules(lazy, "firewall.formats.native")
-    assert "firewall.cli" in imported_modules("from . import cli\n", "firewall.evaluate")
-    assert "firewall.cli" in imported_modules("import firewall.cli\n", "firewall.evaluate")
-    assert "firewall.cli" not in imported_modules("from .options import x\n", "firewall.evaluate")
+    assert "firewall.cli" in imported_modules("from . import cli\n", "firewall.evaluation.evaluate")
+    assert "firewall.cli" in imported_modules("import firewall.cli\n", "firewall.evaluation.evaluate")
+    assert "firewall.cli" not in imported_modules("from .options import x\n", "firewall.evaluation.evaluate")

@@ -19,12 +19,12 @@ import pytest
 import firewall
 from firewall.audit import MemoryAuditLog
 from firewall.errors import CompactionRefused, FirewallError
-from firewall.ledger import Ledger
+from firewall.compaction.ledger import Ledger
 
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")
 
-from firewall.guard import REQUIRED_INSTRUCTIONS  # noqa: E402
+from firewall.compaction.guard import REQUIRED_INSTRUCTIONS  # noqa: E402
 from firewall.integrations.anthropic_server import (  # noqa: E402
     BETA, DEFAULT_PROMPT, NO_TOOLS, ON_DEMAND_BETA, AsyncGuardedAnthropic, GuardedAnthropic,
     IntegrationError)

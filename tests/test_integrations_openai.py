@@ -20,7 +20,7 @@ from firewall.errors import FirewallError
 from firewall.formats import openai_responses as fmt
 from firewall.integrations.anthropic_server import IntegrationError
 from firewall.integrations.openai_responses import AsyncGuardedResponses, GuardedResponses
-from firewall.ledger import Ledger
+from firewall.compaction.ledger import Ledger
 
 INVOICE = "INV-2025-08-44719"
 PATH = "src/auth/handler.ts"

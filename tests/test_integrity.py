@@ -17,13 +17,13 @@ from hypothesis import given, settings, strategies as st
 from firewall import Firewall
 from firewall.audit import MemoryAuditLog
 from firewall.cli import main
-from firewall.ledger import (ANCHOR_CHARS, LITERAL_MAX_CHARS, Ledger, LedgerEntry, _carriers,
+from firewall.compaction.ledger import (ANCHOR_CHARS, LITERAL_MAX_CHARS, Ledger, LedgerEntry, _carriers,
                              _Occurrences, uses)
-from firewall.packs import load_pack
-from firewall.records import literal_outcomes
+from firewall.extraction.packs import load_pack
+from firewall.compaction.records import literal_outcomes
 from firewall.tokens import count_tokens
 from firewall.turns import Turn
-from firewall.validate import validate
+from firewall.compaction.validate import validate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINIMAL = str(FIXTURES / "packs" / "valid" / "minimal.yaml")

@@ -23,9 +23,9 @@ import pytest
 from firewall import Firewall
 from firewall.audit import MemoryAuditLog, literal_hash, open_audit_log
 from firewall.cli import main
-from firewall.extract import Extractor
-from firewall.packs import load_pack, load_packs
-from firewall.placeholders import Placeholders
+from firewall.extraction.extract import Extractor
+from firewall.extraction.packs import load_pack, load_packs
+from firewall.compaction.placeholders import Placeholders
 from firewall.summarizers.scripted import ScriptedSummarizer
 from firewall.tokens import set_token_counter
 from firewall.turns import Turn
@@ -364,7 +364,7 @@ def test_a_reask_never_quotes_a_placeholder_cut_in_half(packs: list[Any]) -> Non
 
 
 def test_only_placeholder_shapes_are_neutralised() -> None:
-    from firewall.placeholders import _DAMAGED, neutralise
+    from firewall.compaction.placeholders import _DAMAGED, neutralise
 
     ordinary = "export AWS_SECRET_ACCESS_KEY; secret_beef_cake; the secret 2fa; secret_1abc"
     assert neutralise(ordinary) == ordinary
@@ -678,7 +678,7 @@ def test_a_secret_spelled_with_json_escapes_is_masked_whole(embedded: bool,
 
 
 def test_every_spelling_of_a_value_is_found() -> None:
-    from firewall.escapes import decoded, escaped_spellings
+    from firewall.compaction.escapes import decoded, escaped_spellings
 
     value = "Pä/s\"w0rd\U0001F511"
     once = json.dumps(value)[1:-1].replace("/", "\\/")  # ASCII escapes, "/" as PHP writes it

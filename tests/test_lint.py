@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from firewall.compiled import compile_pack
-from firewall.lint import lint, shell_noise
-from firewall.packs import Pack, load_packs, parse_pack
+from firewall.extraction.compiled import compile_pack
+from firewall.authoring.lint import lint, shell_noise
+from firewall.extraction.packs import Pack, load_packs, parse_pack
 
 
 def _pack(rules: str) -> Pack:

@@ -7,11 +7,11 @@ import pytest
 import regex
 from hypothesis import given, settings, strategies as st
 
-from firewall.compiled import CompiledRegex
-from firewall.extract import Extractor
-from firewall.locate import build_locator, locator_source
-from firewall.packs import load_packs
-from firewall.prefilter import ascii_bytes
+from firewall.extraction.compiled import CompiledRegex
+from firewall.extraction.extract import Extractor
+from firewall.extraction.locate import build_locator, locator_source
+from firewall.extraction.packs import load_packs
+from firewall.extraction.prefilter import ascii_bytes
 
 EXTRACTOR = Extractor(load_packs())
 RULES = [r for r in EXTRACTOR.rules if isinstance(r, CompiledRegex)]
@@ -83,7 +83,7 @@ def test_located_noise_spans_equal_the_plain_scan_for_every_builtin_noise_patter
 
 
 def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
-    from firewall.locate import TRIAL_EARLY, TRIAL_TEXTS
+    from firewall.extraction.locate import TRIAL_EARLY, TRIAL_TEXTS
 
     extractor = Extractor(load_packs("core"))
     rule = next(r for r in extractor.rules if r.qid == "core/number-id")
@@ -172,7 +172,7 @@ def test_a_located_scan_still_times_out():
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab09_-#.stndrhAM²٣éKß", max_size=14))
 def test_joined_allowlists_and_requires_answer_as_the_loops_do(value):
-    from firewall.compiled import REQUIRES
+    from firewall.extraction.compiled import REQUIRES
 
     for rule in RULES:
         if rule.allow_any is not None:
@@ -185,7 +185,7 @@ def test_joined_allowlists_and_requires_answer_as_the_loops_do(value):
 
 
 def test_allowlist_and_json_key_answers_are_memoized_bounded_and_never_for_a_timeout():
-    from firewall.compiled import VERDICTS_MAX, CompiledJsonKey
+    from firewall.extraction.compiled import VERDICTS_MAX, CompiledJsonKey
 
     rule = next(r for r in RULES if r.allow_any is not None)
     for value in ("2025-01-02", "12345", "2025-01-02"):
@@ -218,7 +218,7 @@ def test_allowlist_and_json_key_answers_are_memoized_bounded_and_never_for_a_tim
 
 
 def test_requires_narrow_the_ascii_locator_only_when_matches_cannot_nest():
-    from firewall.locate import strict_locator_source
+    from firewall.extraction.locate import strict_locator_source
 
     hexdigest = r"\b(?<![:.-])(?:(?:sha1|sha256|md5):)?[0-9a-f]{7,128}(?![\w-])"
     source, shift = strict_locator_source(hexdigest, 0, ("digit", "letter"))
@@ -233,7 +233,7 @@ def test_requires_narrow_the_ascii_locator_only_when_matches_cannot_nest():
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="ab1f9:.-_ sh256m\n#é", max_size=60))
 def test_a_requires_aware_locator_finds_what_the_plain_scan_accepts(text):
-    from firewall.compiled import REQUIRES
+    from firewall.extraction.compiled import REQUIRES
 
     for pattern, requires in (
             (r"\b(?<![:.-])(?:(?:sha1|sha256|md5):)?[0-9a-f]{3,40}(?![\w-])", ("digit", "letter")),

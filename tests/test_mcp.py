@@ -194,7 +194,7 @@ def test_a_file_that_is_not_a_ledger_is_refused_at_start(tmp_path):
 def test_without_ledger_files_it_serves_the_hooks_sessions(tmp_path, monkeypatch, served):
     """The hooks keep one state file per agent session: `firewall mcp` alone serves them; an
     unreadable one is said, and hides none of the others."""
-    from firewall.hooks import SessionState, save_state
+    from firewall.integrations.hooks import SessionState, save_state
 
     db, _, result = served
     monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))

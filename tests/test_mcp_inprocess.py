@@ -14,8 +14,8 @@ from mcp import Client  # noqa: E402
 
 import firewall  # noqa: E402
 from firewall.audit import HASH_PREFIX, literal_hash  # noqa: E402
-from firewall.ledger import Ledger, LedgerEntry  # noqa: E402
-from firewall.mcp_server import (MAX_ENTRIES, LiteralService, MCPServerError,  # noqa: E402
+from firewall.compaction.ledger import Ledger, LedgerEntry  # noqa: E402
+from firewall.integrations.mcp_server import (MAX_ENTRIES, LiteralService, MCPServerError,  # noqa: E402
                                  build_server)
 
 INVOICE = "INV-2025-08-44719"
@@ -143,7 +143,7 @@ def test_an_answer_holds_at_most_max_entries_and_says_when_it_was_cut(tmp_path, 
 
 def test_a_named_ledger_that_is_not_one_is_an_error_a_hooks_session_a_note(tmp_path, served,
                                                                           monkeypatch):
-    from firewall.hooks import SessionState, save_state
+    from firewall.integrations.hooks import SessionState, save_state
 
     db, ledger_file, result = served
     bad = tmp_path / "bad.json"

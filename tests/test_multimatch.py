@@ -2,9 +2,9 @@
 
 import pytest
 
-from firewall import multimatch
-from firewall.extract import Extractor
-from firewall.packs import Pack, parse_pack
+from firewall.extraction import multimatch
+from firewall.extraction.extract import Extractor
+from firewall.extraction.packs import Pack, parse_pack
 
 pytestmark = pytest.mark.skipif(not multimatch.available(), reason="hyperscan not installed")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from firewall.errors import PackError
-from firewall.packs import builtin_names, load_pack, load_packs, parse_pack
+from firewall.extraction.packs import builtin_names, load_pack, load_packs, parse_pack
 
 FIXTURES = Path(__file__).parent / "fixtures" / "packs"
 

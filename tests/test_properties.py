@@ -23,13 +23,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from firewall.errors import ConversationError, PackError
-from firewall.extract import Extractor, _json_leaves
+from firewall.extraction.extract import Extractor, _json_leaves
 from firewall.formats import FORMATS, parse_messages, read_conversations
-from firewall.ledger import Ledger, find_blocks
+from firewall.compaction.ledger import Ledger, find_blocks
 from firewall.literals import Literal
-from firewall.packs import Pack, load_packs, parse_pack
+from firewall.extraction.packs import Pack, load_packs, parse_pack
 from firewall.turns import ToolCall, Turn
-from firewall.validate import validate
+from firewall.compaction.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 PROPS = settings(max_examples=100, deadline=None,
@@ -55,7 +55,7 @@ def builtin_extractor() -> Extractor:
 
 @pytest.fixture(scope="module")
 def builtin_firewall() -> Any:
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     return Firewall(load_packs(), audit=None)
 
@@ -382,7 +382,7 @@ def test_skipping_re2_groups_offers_the_rules_that_running_every_group_offers(
         builtin_extractor, text):
     """A pattern group is skipped when none of its rules passed the keyword stage: the rules
     offered are those that every group run on every text, and the automaton, would offer."""
-    from firewall.prefilter import ascii_bytes
+    from firewall.extraction.prefilter import ascii_bytes
 
     data = ascii_bytes(text)
     prefilter = builtin_extractor._prefilter
@@ -466,7 +466,7 @@ def test_every_pinned_value_is_in_the_composed_context_after_a_compaction(
     """Nothing pinned is lost: the block writes every value the ledger keeps unless the summary
     or a turn kept verbatim holds it, whatever the summary copied, under every policy that
     composes."""
-    from firewall.validate import occurs
+    from firewall.compaction.validate import occurs
 
     conversation = [{"role": role, "content": text} for role, text in messages]
     pieces = data.draw(st.lists(st.sampled_from([t for _, t in messages]), max_size=4))

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 SDKS = ("mcp", "agents", "google.genai", "litellm")
-MODULES = ("firewall.mcp_server", "firewall.cli", "firewall.integrations.openai_agents",
+MODULES = ("firewall.integrations.mcp_server", "firewall.cli", "firewall.integrations.openai_agents",
            "firewall.summarizers.litellm", "firewall.summarizers.gemini")
 
 
@@ -21,7 +21,7 @@ def test_reach_modules_import_no_sdk():
 def test_mcp_without_its_sdk_names_the_extra(monkeypatch):
     import argparse
 
-    from firewall.mcp_server import LiteralService, MCPServerError, build_server
+    from firewall.integrations.mcp_server import LiteralService, MCPServerError, build_server
 
     monkeypatch.setitem(sys.modules, "mcp", None)  # makes `import mcp` raise ImportError
     service = LiteralService(argparse.Namespace(ledger=[], audit_db=None, command="mcp"))

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compiled import CompiledJsonKey, CompiledRegex, compile_pack
-from firewall.extract import Extractor
-from firewall.ledger import Ledger, find_blocks
-from firewall.lint import lint, shape_problems
-from firewall.packs import load_pack, load_packs
-from firewall.placeholders import Placeholders
+from firewall.extraction.compiled import CompiledJsonKey, CompiledRegex, compile_pack
+from firewall.extraction.extract import Extractor
+from firewall.compaction.ledger import Ledger, find_blocks
+from firewall.authoring.lint import lint, shape_problems
+from firewall.extraction.packs import load_pack, load_packs
+from firewall.compaction.placeholders import Placeholders
 from firewall.turns import Turn
 
 MB = 1 << 20

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from firewall.cli import main
-from firewall.evaluate import gold_set, occurs
+from firewall.evaluation.evaluate import gold_set, occurs
 from firewall.formats import parse_messages
-from firewall.guard import Firewall
-from firewall.replay import SENSITIVE, Totals, format_totals, redact, replay_conversation
-from firewall.replaylog import ReplayConversation
+from firewall.compaction.guard import Firewall
+from firewall.evaluation.replay import SENSITIVE, Totals, format_totals, redact, replay_conversation
+from firewall.evaluation.replaylog import ReplayConversation
 from firewall.errors import SummarizerError
 from firewall.summarizers.scripted import ScriptedSummarizer
-from firewall.trigger import BACKING_OFF, SKIPPED, Trigger, live_tokens
+from firewall.compaction.trigger import BACKING_OFF, SKIPPED, Trigger, live_tokens
 
 AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
 PADDING = " ".join(f"line {i} of the build log: compiling module number {i}." for i in range(40))
@@ -355,7 +355,7 @@ def _kept(recall, n):
 
 def test_replaying_a_claude_code_session_drives_the_hooks_at_each_compaction(capsys):
     from firewall.formats import read_conversations
-    from firewall.replay import table_row
+    from firewall.evaluation.replay import table_row
 
     (conv,) = read_conversations(REPLAYED)
     # a budget that must evict: the ledger loses gold, so the comparison is not 100 % = 100 %
@@ -393,7 +393,7 @@ def test_replaying_a_claude_code_session_drives_the_hooks_at_each_compaction(cap
 def test_the_replayed_session_file_is_what_claude_code_would_have_written(tmp_path):
     from firewall.formats import read_conversations
     from firewall.formats.transcripts import read_transcript
-    from firewall.hook_eval import ReplayedSession
+    from firewall.evaluation.hook_eval import ReplayedSession
 
     (conv,) = read_conversations(REPLAYED)
     assert conv.meta["boundaries"] == [18]  # the session's own compaction

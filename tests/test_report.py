@@ -12,8 +12,8 @@ import pytest
 
 from firewall.cli import main
 from firewall.errors import FirewallError
-from firewall.replaylog import ReplayConversation
-from firewall.report import from_audit, read_replay, render
+from firewall.evaluation.replaylog import ReplayConversation
+from firewall.evaluation.report import from_audit, read_replay, render
 
 import headless
 
@@ -72,7 +72,7 @@ def test_a_bad_replay_line_is_named(tmp_path):
 
 def test_report_from_an_audit_log(tmp_path, capsys):
     from firewall.audit import open_audit_log
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     db = tmp_path / "audit.db"
     fw = Firewall(audit=open_audit_log(db), keep_last=1)
@@ -131,7 +131,7 @@ def test_page_renders_in_headless_chromium(browser, tmp_path):
 
 
 def test_a_long_series_is_drawn_from_its_peaks_and_keeps_each_drop():
-    from firewall.report import MAX_POINTS, CompactionView, ConversationView, live_chart
+    from firewall.evaluation.report import MAX_POINTS, CompactionView, ConversationView, live_chart
 
     series = [1000 + (i % 2500) * 10 for i in range(10_000)]  # peaks just before each drop
     drops = [CompactionView(n, i, "reactive", 30_000, series[i], 20_000, 300, True, 9, 4, 0, 0,
@@ -150,7 +150,7 @@ def test_a_long_series_is_drawn_from_its_peaks_and_keeps_each_drop():
 def _hostile_views():
     """One conversation whose every string field holds markup naming the field, and a URL
     whose password names it too (a lost literal holding a URL password is a secret: masked)."""
-    from firewall.report import CompactionView, ConversationView, Loss
+    from firewall.evaluation.report import CompactionView, ConversationView, Loss
 
     def evil(field):
         return f"<b id={field}>x</b> postgresql://fw:Pw-{field}-9q@db.internal/audit"
@@ -179,7 +179,7 @@ def test_the_page_of_a_postgres_log_does_not_print_its_password(postgres_url, mo
                                                                 tmp_path):
     from firewall import audit
     from firewall.audit import open_audit_log
-    from firewall.guard import Firewall
+    from firewall.compaction.guard import Firewall
 
     monkeypatch.setenv(audit.KEY_ENV, "fleet-key-0123456789abcdef")
     # the test server trusts its socket: any password is accepted, and must not be printed

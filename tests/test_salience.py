@@ -10,10 +10,10 @@ import pytest
 
 from firewall.cli import main
 from firewall.formats import parse_messages
-from firewall.guard import Firewall, is_own_message
-from firewall.hooks import run_hook
-from firewall.ledger import Ledger, LedgerEntry, contextual_salience, uses
-from firewall.salience import (DEFAULT_PATH, ENV, FEATURES, Salience, SalienceError, Term,
+from firewall.compaction.guard import Firewall, is_own_message
+from firewall.integrations.hooks import run_hook
+from firewall.compaction.ledger import Ledger, LedgerEntry, contextual_salience, uses
+from firewall.compaction.salience import (DEFAULT_PATH, ENV, FEATURES, Salience, SalienceError, Term,
                                default_salience, load_salience, salience_from_env, span_context)
 
 
@@ -171,7 +171,7 @@ def test_a_logistic_score_is_a_probability_that_follows_its_weights():
 
 def test_fit_learns_that_values_the_agent_came_back_to_are_the_ones_it_uses(logs):
     pytest.importorskip("numpy")
-    from firewall.salience_fit import collect_files, fit, heaviest, judge_all
+    from firewall.evaluation.salience_fit import collect_files, fit, heaviest, judge_all
 
     samples = collect_files([logs])
     assert samples and any(any(s.labels) for s in samples)
@@ -187,7 +187,7 @@ def test_fit_learns_that_values_the_agent_came_back_to_are_the_ones_it_uses(logs
 def test_fit_refuses_logs_without_both_labels(tmp_path):
     pytest.importorskip("numpy")
     from firewall.errors import FirewallError
-    from firewall.salience_fit import fit
+    from firewall.evaluation.salience_fit import fit
 
     with pytest.raises(FirewallError, match="both used and unused"):
         fit([], ("tier",))
@@ -247,7 +247,7 @@ def test_the_hooks_take_their_salience_from_the_environment(monkeypatch, tmp_pat
 
 
 def test_search_fits_the_built_in_form_on_the_recall_it_is_judged_by(capsys, logs, tmp_path):
-    from firewall.salience_fit import collect_files, judge_all, objective, search
+    from firewall.evaluation.salience_fit import collect_files, judge_all, objective, search
 
     samples = collect_files([logs], budget=40)  # a budget that binds on these short sessions
     found = search(samples, rounds=1)

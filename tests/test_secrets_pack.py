@@ -15,8 +15,8 @@ import string
 
 import pytest
 
-from firewall.extract import Extractor, Scanner
-from firewall.packs import load_packs
+from firewall.extraction.extract import Extractor, Scanner
+from firewall.extraction.packs import load_packs
 from firewall.turns import Turn
 
 RANDOM = random.Random(16)

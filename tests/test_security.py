@@ -18,10 +18,10 @@ import pytest
 
 from firewall import Firewall
 from firewall.audit import MemoryAuditLog, literal_hash
-from firewall.extract import Extractor
-from firewall.ledger import Ledger, find_blocks, is_plain, quote
+from firewall.extraction.extract import Extractor
+from firewall.compaction.ledger import Ledger, find_blocks, is_plain, quote
 from firewall.literals import Literal
-from firewall.packs import load_packs
+from firewall.extraction.packs import load_packs
 from firewall.turns import Turn
 
 # -- secrets, assembled so the source holds none ------------------------------------------------

@@ -43,7 +43,7 @@ def test_soak_scaled_down():
 def test_soak_detects_cross_talk(monkeypatch):
     """The checks have teeth: a ledger leaking between conversations is reported."""
     soak = _soak_module()
-    from firewall.ledger import Ledger
+    from firewall.compaction.ledger import Ledger
 
     shared = Ledger.new("conv-shared")
     monkeypatch.setattr(soak.Ledger, "new", classmethod(lambda cls, cid: shared))

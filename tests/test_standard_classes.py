@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 import yaml
 
-from firewall import checksums
-from firewall.extract import Extractor
-from firewall.packs import load_packs
+from firewall.extraction import checksums
+from firewall.extraction.extract import Extractor
+from firewall.extraction.packs import load_packs
 from firewall.turns import Turn
 
 from conftest import FIXTURES

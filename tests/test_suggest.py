@@ -8,11 +8,11 @@ import json
 import pytest
 import regex
 
-from firewall.examples import failures
-from firewall.extract import Extractor
+from firewall.extraction.examples import failures
+from firewall.extraction.extract import Extractor
 from firewall.formats import read_conversations, parse_messages
-from firewall.packs import Pack, load_packs, parse_pack
-from firewall.suggest import (MIN_PRECISION, add_suggest_command, group_misses, load_bearing,
+from firewall.extraction.packs import Pack, load_packs, parse_pack
+from firewall.authoring.suggest import (MIN_PRECISION, add_suggest_command, group_misses, load_bearing,
                               payoffs, shape_of, suggest)
 
 

@@ -6,11 +6,11 @@ import json
 
 import regex
 
-from firewall.examples import failures
-from firewall.extract import Extractor
+from firewall.extraction.examples import failures
+from firewall.extraction.extract import Extractor
 from firewall.formats import parse_messages
-from firewall.packs import load_packs, parse_pack
-from firewall.toolschema import (identifier_params, is_identifier_name, pack_from_tools,
+from firewall.extraction.packs import load_packs, parse_pack
+from firewall.authoring.toolschema import (identifier_params, is_identifier_name, pack_from_tools,
                                  pack_yaml_from_tools, safe_pattern, sample_for)
 
 ANTHROPIC = [

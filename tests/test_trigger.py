@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compose import (Span, choose_span, compose, splits_tool_pair, turn_tokens,
+from firewall.compaction.compose import (Span, choose_span, compose, splits_tool_pair, turn_tokens,
                               with_tool_pairs)
 from firewall.errors import FirewallError
 from firewall.formats import parse_messages
-from firewall.guard import Firewall
-from firewall.ledger import Ledger, find_blocks
-from firewall.packs import load_packs
+from firewall.compaction.guard import Firewall
+from firewall.compaction.ledger import Ledger, find_blocks
+from firewall.extraction.packs import load_packs
 from firewall.summarizers.scripted import ScriptedSummarizer
 from firewall.turns import ToolCall, Turn
-from firewall.trigger import (BACKING_OFF, SKIPPED, Trigger, exchange_ends_before,
+from firewall.compaction.trigger import (BACKING_OFF, SKIPPED, Trigger, exchange_ends_before,
                               live_tokens)
 
 PACKS = Path(__file__).parent / "fixtures" / "packs" / "valid"
@@ -516,7 +516,7 @@ def test_a_failing_summarizer_is_not_called_before_every_model_call(fw):
 
 
 def test_the_back_off_doubles_up_to_its_cap_of_32_messages(fw):
-    from firewall.guard import BACK_OFF_MAX
+    from firewall.compaction.guard import BACK_OFF_MAX
 
     messages, ledger, down = native(), Ledger.new("capped"), Down()
     trigger = Trigger(window=tokens(messages) - 1, watermark=1.0)

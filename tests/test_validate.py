@@ -8,7 +8,7 @@ import json
 import pytest
 
 from firewall.summarizers.base import RequiredLiteral
-from firewall.validate import REASONS, Finding, Verdict, validate
+from firewall.compaction.validate import REASONS, Finding, Verdict, validate
 
 INV = "INV-2025-08-44719"
 ORDER = "#W2378156"
@@ -220,7 +220,7 @@ def test_a_window_never_ends_in_a_separator_only_token() -> None:
 
 
 def test_occurs_is_the_present_test() -> None:
-    from firewall.validate import occurs
+    from firewall.compaction.validate import occurs
 
     assert occurs(f"see {INV}.", INV) and not occurs(f"see {INV}1", INV)
     assert not occurs("spending", "pending") and not occurs("x", "")

@@ -63,15 +63,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..audit import AuditRecord
-from ..compose import turn_tokens
+from ..compaction.compose import turn_tokens
 from ..errors import CompactionRefused, IntegrationError
 from ..extras import import_extra
 from ..formats import parse_messages
-from ..guard import REQUIRED_INSTRUCTIONS, source_texts
-from ..ledger import Eviction, Ledger, LedgerEntry
+from ..compaction.guard import REQUIRED_INSTRUCTIONS, source_texts
+from ..compaction.ledger import Eviction, Ledger, LedgerEntry
 from ..literals import Literal
-from ..records import AttemptResult, build_record, held_values, write_record
-from ..validate import Verdict, validate
+from ..compaction.records import AttemptResult, build_record, held_values, write_record
+from ..compaction.validate import Verdict, validate
 
 BETA = "compact-2026-01-12"
 ON_DEMAND_BETA = "compact-2026-09-04"

@@ -35,8 +35,8 @@ from typing import Annotated, Any
 from typing_extensions import NotRequired
 
 from ..formats import langchain as lc_format
-from ..guard import CompactionResult, Firewall
-from ..ledger import Ledger
+from ..compaction.guard import CompactionResult, Firewall
+from ..compaction.ledger import Ledger
 from ..tokens import count_tokens
 from ..summarizers._prompt import SYSTEM_PROMPT, build_user_prompt, render_transcript
 from ..summarizers.base import Summary, SummaryRequest

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compose import turn_tokens
+from ..compaction.compose import turn_tokens
 from ..formats.openai_responses import message_item, to_turns
-from ..guard import ledger_blocks
-from ..ledger import Ledger
-from ..records import AttemptResult, build_record, write_record
+from ..compaction.guard import ledger_blocks
+from ..compaction.ledger import Ledger
+from ..compaction.records import AttemptResult, build_record, write_record
 from .anthropic_server import to_param
 
 VENDOR_PATH = "openai-agents-opaque"
@@ -58,7 +58,7 @@ class GuardedSession:
     def __init__(self, session: Any, firewall: Any = None, *, ledger: Ledger | None = None,
                  summarizer: Any = None) -> None:
         if firewall is None:
-            from ..guard import Firewall
+            from ..compaction.guard import Firewall
 
             firewall = Firewall()
         self.session, self.firewall, self.summarizer = session, firewall, summarizer

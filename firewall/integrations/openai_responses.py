@@ -49,14 +49,14 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compose import turn_tokens
+from ..compaction.compose import turn_tokens
 from ..extras import import_extra
 from ..formats.openai_responses import message_item, to_turns
-from ..guard import ledger_blocks
-from ..ledger import Eviction, Ledger
+from ..compaction.guard import ledger_blocks
+from ..compaction.ledger import Eviction, Ledger
 from ..literals import Literal
 from ..turns import Turn
-from ..records import AttemptResult, build_record, write_record
+from ..compaction.records import AttemptResult, build_record, write_record
 from .anthropic_server import IntegrationError, to_param
 
 VENDOR_PATH = "openai-opaque"

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..tokens import count_tokens
 from ..turns import Turn
-from ..validate import TOKEN_BREAK
+from ..compaction.validate import TOKEN_BREAK
 from .base import Summary, SummaryRequest
 
 SCAN_CHARS = 20_000  # per turn: what is segmented and scored

@@ -1,0 +1,296 @@
+"""The archive: every literal a compaction extracted from its span, pinned or not, one call away.
+
+The ledger is a budget; the archive is not. Each compaction writes into the audit log, beside its
+record, every literal it extracted: value, kind, rule, role of its first sighting, turns of its
+first and last sighting (a scan keeps one sighting per value: the last is the first
+sighting in the latest compaction that saw it), how often it was seen, and the line of text around its first sighting.
+``firewall recall``, ``Firewall.recall`` and the MCP tool ``recall`` find one again by any part
+of it, or by words of its context line.
+
+Sensitive literals are kept only as their HMAC hash (``value_hash``): no value, no context line,
+no search terms. They count toward the archive's size and are never returned, under any query.
+A context line has every secret the scan found replaced by ``[secret]`` before it is stored.
+
+Ranking, best first: the exact value, then a value the query begins or ends (an id's prefix, a
+path's base name), then a whole part (a path segment, a snake_case/camelCase/dotted part: the
+FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (the share of
+them a line holds, shorter lines first: BM25 without its IDF, which a common word would make a
+scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
+(``SCORES``), so a better tier always ranks first.
+
+This module holds the model, the entries a compaction writes, and the query plan; the stores
+are ``archive_sqlite`` (FTS5, in the SQLite audit log) and ``archive_pg`` (PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..literals import SECRET_MIN_CHARS, Literal, SecretIndex
+
+SECRET_MASK = "[secret]"
+CONTEXT_CHARS = 160  # the context line is clipped to about this many characters around the value
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 200
+CANDIDATES = 200  # rows an FTS tier ranks at most (newest first): bounds a common word's cost
+CONTEXT_CANDIDATES = 50  # the same for context words, whose lines are longer to rank
+
+# score bands per tier: a better tier always outranks a worse one
+SCORES = {"exact": 5.0, "prefix": 4.0, "suffix": 4.0, "part": 3.0, "part_prefix": 2.0,
+          "context": 1.0}
+
+NO_ARCHIVE = ("a JSONL audit log keeps no archive of literals (nothing to recall from): "
+              "use the SQLite log (the default) or a PostgreSQL one (--audit-db URL)")
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveLimits:
+    """The cap on one conversation's archive: when a compaction leaves more literals or more
+    bytes (values and context lines) than this, the literals seen least, and longest ago, are
+    dropped until it fits; each drop is recorded (``archive_dropped``)."""
+
+    max_literals: int = 100_000
+    max_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_literals < 1 or self.max_bytes < 1:
+            raise ValueError(f"archive limits must be positive, not {self}")
+
+
+@dataclass(slots=True)
+class ArchiveEntry:
+    """One literal as a compaction writes it. ``value``/``context``/``parts`` are ``None``
+    exactly when ``sensitive``: only ``value_hash`` stands for it."""
+
+    value: str | None
+    value_hash: str
+    kind: str
+    rule: str
+    role: str
+    first_turn: int
+    last_turn: int
+    seen: int
+    context: str | None
+    sensitive: bool
+    parts: str | None
+
+    @property
+    def size(self) -> int:
+        """Its bytes toward ``ArchiveLimits.max_bytes``."""
+        return 64 + len((self.value or "").encode("utf-8", "surrogatepass")) + \
+            len((self.context or "").encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveHit:
+    """One answer of a recall; ``score``: higher is better (see ``SCORES``)."""
+
+    value: str
+    kind: str
+    rule: str
+    role: str
+    first_turn: int
+    last_turn: int
+    compaction: int
+    conversation: str
+    context: str | None
+    score: float
+    match: str = field(default="", compare=False)  # the tier that found it
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("match")
+        return data
+
+
+# ── search terms ───────────────────────────────────────────────────────────────────────────────
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps: letters and digits
+
+
+def terms(text: str) -> list[str]:
+    """``text`` cut as the index cuts it: runs of letters and digits, camelCase split too
+    (``getUserName`` → get, User, Name), so a query's parts line up with a value's."""
+    out = []
+    for word in _WORD.findall(text):
+        out += [p for p in _CAMEL.split(word) if p]
+    return out
+
+
+def value_parts(value: str) -> str:
+    """The FTS text of a value: its terms (path segments, base name and extension, the parts of
+    snake_case, camelCase and dotted names, an id's groups), space-separated, in order, so a
+    phrase of consecutive terms (``models py``) finds ``src/app/models.py``."""
+    return " ".join(terms(value))
+
+
+def phrase(words: Sequence[str]) -> str:
+    """An FTS5 phrase of ``words`` (letters and digits only: nothing to escape)."""
+    return '"' + " ".join(words) + '"'
+
+
+# ── what a compaction writes ───────────────────────────────────────────────────────────────────
+
+
+def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], str | None], *,
+                    key: bytes, secrets: Iterable[str] = ()) -> list[ArchiveEntry]:
+    """One entry per distinct value of ``literals`` (a compaction's scan of its span), first
+    sighting first. ``text_of(lit)``: the text of the turn it was seen in (its ``field`` when a
+    JSON value), for the context line. ``secrets``: sensitive values known beyond these
+    literals (the ledger's), masked in every context line too."""
+    from . import escape_surrogates, literal_hash
+    from ..evaluation.evaluate import literal_kind  # the gold's kinds: the kinds an eval reports
+
+    literals = list(literals)
+    secret_values = {lit.value for lit in literals if lit.sensitive} | set(secrets)
+    index = SecretIndex(list(secret_values))
+    masker, reach = _masker(secret_values)
+    by_value: dict[str, ArchiveEntry] = {}
+    first: dict[str, Literal] = {}
+    for lit in sorted(literals, key=lambda l: l.turn):
+        entry = by_value.get(lit.value)
+        if entry is not None:
+            entry.last_turn = max(entry.last_turn, lit.turn)
+            entry.seen += max(lit.count, 1)
+            continue
+        sensitive = lit.sensitive or lit.value in secret_values or index.touches(lit.value)
+        by_value[lit.value] = ArchiveEntry(
+            # a lone surrogate is stored as the text \udXXX (as the audit log does); the hash
+            # keeps the exact value
+            value=None if sensitive else escape_surrogates(lit.value),
+            value_hash=literal_hash(lit.value, key),
+            kind=literal_kind(lit.value), rule=lit.rule, role=lit.role,
+            first_turn=max(lit.turn, 0), last_turn=max(lit.turn, 0), seen=max(lit.count, 1),
+            context=None,
+            sensitive=sensitive,
+            parts=None if sensitive else value_parts(escape_surrogates(lit.value)))
+        first[lit.value] = lit
+    for value, entry in by_value.items():
+        if not entry.sensitive:
+            line = context_line(first[value], text_of(first[value]), masker, reach)
+            entry.context = None if line is None else escape_surrogates(line)
+    return list(by_value.values())
+
+
+def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
+    """What replaces every secret of a text by ``SECRET_MASK``, and the longest secret's
+    length (how far beyond a window a secret cut by it may start or end)."""
+    long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
+    if not long:
+        return (lambda text: text), 0
+    pattern = re.compile("|".join(map(re.escape, long)))
+    return (lambda text: pattern.sub(SECRET_MASK, text)), len(long[0])
+
+
+def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
+                 reach: int = 8192) -> str | None:
+    """The line around ``lit``'s sighting in ``text``, secrets masked *before* it is clipped
+    (a clip must never keep half a secret), then clipped to about ``CONTEXT_CHARS`` around the
+    value. ``reach``: the longest secret (a secret cut by the window is masked whole)."""
+    if not text:
+        return None
+    at = lit.start if lit.field == "text" and text[lit.start:lit.end] == lit.value \
+        else text.find(lit.value)
+    if at < 0:
+        return None
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at + len(lit.value))
+    end = len(text) if end < 0 else end
+    line = text[start:end]
+    at -= start
+    # clip around the value first (cheap on a huge one-line JSON result), with margins of the
+    # longest secret, so that a secret the window cuts is still masked whole
+    margin = CONTEXT_CHARS
+    lo, hi = max(0, at - margin), min(len(line), at + len(lit.value) + margin)
+    window = mask(line[max(0, lo - reach):min(len(line), hi + reach)])
+    value_at = window.find(lit.value)
+    if value_at < 0:  # the value itself was inside a masked secret: keep only the mask
+        return None
+    half = max(0, (CONTEXT_CHARS - len(lit.value)) // 2)
+    cut = window[max(0, value_at - half):value_at + len(lit.value) + half]
+    return " ".join(cut.split()) or None
+
+
+# ── queries ────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A recall's question, checked once for every store."""
+
+    text: str
+    conversation: str | None = None
+    kind: str | None = None
+    rule: str | None = None
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def of(cls, text: str, *, conversation: str | None = None, kind: str | None = None,
+           rule: str | None = None, limit: int = DEFAULT_LIMIT) -> Query:
+        from ..errors import FirewallError
+
+        text = text.strip()
+        if not text:
+            raise FirewallError("recall needs a query: a value, a part of one (a base name, a "
+                                "path segment, an id's first characters) or words of its context")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise FirewallError(f"recall limit must be 1 to {MAX_LIMIT}, not {limit}")
+        return cls(text, conversation or None, kind or None, rule or None, limit)
+
+    @property
+    def words(self) -> list[str]:
+        return terms(self.text)
+
+
+# words nearly every context line holds: asked for, they would make the index read most of
+# its rows and rank nothing (kept when a query has no other word)
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for from has have in into is it its of on or that the "
+    "then this to was were with".split())
+
+
+def context_terms(words: Sequence[str]) -> list[str]:
+    """The words of a context query worth asking the index for."""
+    kept = [w for w in words if w.lower() not in STOP_WORDS]
+    return kept or list(words)
+
+
+def context_relevance(asked: Sequence[str], context: str | None) -> float:
+    """The score of a context line within its tier (0..0.9): the share of the asked words it
+    holds, then shorter lines first (BM25's length normalisation; its IDF would need every
+    matching row read, which a common word makes a scan of the archive)."""
+    text = (context or "").lower()
+    held = set(_WORD.findall(text)) if len(asked) > 1 else set()
+    # one word: the index matched it; several: some of them (OR) or all (AND)
+    coverage = 1.0 if len(asked) == 1 else \
+        sum(w.lower() in held or w.lower() in text for w in asked) / len(asked)
+    return 0.6 * coverage + 0.3 * min(1.0, 60 / max(len(context or ""), 1))
+
+
+def rank(found: dict[Any, tuple[str, float, tuple[int, int]]], limit: int) -> list[Any]:
+    """Keys of ``found`` (key → tier, score within the tier (0..1), recency) best first."""
+    return sorted(found, key=lambda k: (-SCORES[found[k][0]] - found[k][1],
+                                        tuple(-x for x in found[k][2])))[:limit]
+
+
+def better(found: dict[Any, tuple[str, float, tuple[int, int]]], key: Any, tier: str,
+           within: float, recency: tuple[int, int]) -> None:
+    """Record ``key`` as found by ``tier`` unless a better tier found it already."""
+    old = found.get(key)
+    if old is None or SCORES[tier] + within > SCORES[old[0]] + old[1]:
+        found[key] = (tier, within, recency)
+
+
+def hint_line(count: int) -> str:
+    """The line ending a re-injected block where the agent has the ``recall`` tool."""
+    return (f"[literal-firewall archive: {count:,} literals of this conversation, pinned or not, "
+            f"are one call away: call the `recall` tool with any part of one (a base name, a path "
+            f"segment, an id's first characters) or words of its context]")
+
+
+__all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query",
+           "archive_entries", "context_line", "hint_line", "terms", "value_parts"]

@@ -1,0 +1,740 @@
+"""Compiled rules: each pack rule turned, once, into something that finds spans in a text.
+
+Every compiled rule answers ``find(text, timeout) -> [(start, end)]`` on raw text with
+character offsets; ``json_key`` rules instead answer ``match_key(key)`` / ``accept(value)`` for
+the JSON walker in ``extract``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import ahocorasick
+import regex
+
+from .checksums import CHECKSUMS
+from ..errors import PackError
+from .locate import Locator, build_locator
+from .packs import ALLOWLIST_REGEX_FIELDS, EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
+
+# `requires:` tests: cheaper after a match than lookaheads before every candidate position
+def _requirement(test, ascii_members: str):
+    """``any(test(c) for c in v)``; on ASCII values a set test, the same answer, faster."""
+    members = frozenset(ascii_members)
+
+    def holds(value: str) -> bool:
+        if value.isascii():
+            return not members.isdisjoint(value)
+        return any(test(c) for c in value)
+    return holds
+
+
+_ASCII = "".join(map(chr, range(128)))
+REQUIRES = {
+    "digit": _requirement(str.isdigit, "".join(c for c in _ASCII if c.isdigit())),
+    "letter": _requirement(str.isalpha, "".join(c for c in _ASCII if c.isalpha())),
+    "upper": _requirement(str.isupper, "".join(c for c in _ASCII if c.isupper())),
+    "lower": _requirement(str.islower, "".join(c for c in _ASCII if c.islower())),
+}
+FLAGS = {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE, "dotall": regex.DOTALL,
+         "verbose": regex.VERBOSE}
+INLINE_FLAGS = {"ignorecase": "i", "multiline": "m", "dotall": "s"}
+VERDICTS_MAX = 4096  # allowlist answers memoized per rule
+_UNBUILT = object()  # a lazily built attribute not built yet
+
+
+@dataclass(eq=False)
+class CompiledRule:
+    qid: str  # "pack/rule-id"
+    pack: str
+    rule: Any  # the pydantic Rule it came from
+    allow_patterns: tuple[regex.Pattern[str], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.rule.kind
+
+    allow_any: regex.Pattern[str] | None = None  # the allowlist patterns as one alternation
+    allow_search: tuple[regex.Pattern[str], ...] = ()  # allowlist.regexes: found in the value
+    stopwords: Any = None  # allowlist.stopwords, lowercased, as an Aho-Corasick automaton
+    # the allowlist's answers by value (IDs recur all through a conversation); None: the rule
+    # has no allowlist (``set_allowlist`` decides)
+    _verdicts: dict[str, bool] | None = field(default_factory=dict)
+
+    def set_allowlist(self, patterns: tuple[regex.Pattern[str], ...],
+                      search: tuple[regex.Pattern[str], ...] = ()) -> None:
+        self.allow_patterns, self.allow_any = patterns, _alternation(patterns)
+        self.allow_search = search
+        words = {w.lower() for w in self.rule.allowlist.stopwords if w}
+        if words:
+            self.stopwords = ahocorasick.Automaton()
+            for word in words:
+                self.stopwords.add_word(word, word)
+            self.stopwords.make_automaton()
+        self._verdicts = {} if patterns or search or words or self.rule.allowlist.values \
+            else None
+
+    def allowed(self, value: str, timeout: float | None = None) -> bool:
+        """False for a value the rule's allowlist ignores; ``timeout`` bounds each regex of
+        ``allowlist.regexes`` (TimeoutError: the caller fails closed)."""
+        verdicts = self._verdicts
+        if verdicts is None:
+            return True
+        known = verdicts.get(value)
+        if known is None:
+            if value in self.rule.allowlist.values:
+                known = False
+            elif self.allow_any is not None:
+                known = self.allow_any.fullmatch(value) is None
+            else:
+                known = not any(p.fullmatch(value) for p in self.allow_patterns)
+            if known and self.stopwords is not None:
+                known = next(self.stopwords.iter(value.lower()), None) is None
+            if known and self.allow_search:
+                known = not any(p.search(value, timeout=timeout) for p in self.allow_search)
+            _remember(verdicts, value, known)
+        return known
+
+
+@dataclass(eq=False)
+class CompiledRegex(CompiledRule):
+    keywords: tuple[str, ...] = ()
+    checksum: Any = None
+    requires: tuple[Any, ...] = ()  # character-class tests the whole value must pass
+    re2_source: str | None = None  # the pattern for the RE2 prefilter, None if not eligible
+    re2_unicode_source: str | None = None  # the same, widened for non-ASCII text
+
+    flags: int = 0  # the pattern's compile flags
+    path: str | None = None  # the pack file, named by a compile error
+    entropy: float | None = None  # the kept value's Shannon entropy must be above this
+    allow_match: tuple[regex.Pattern[str], ...] = ()  # allowlist.match_regexes
+    allow_line: tuple[regex.Pattern[str], ...] = ()  # allowlist.line_regexes
+    # The compiled pattern and its locator (where matches can start, found by RE2 on ASCII
+    # text) are built the first time the prefilter lets a text through to the rule: compiling
+    # every rule costs about 0.1 s at each start of the command line, and most rules of a
+    # short run never get a text.
+    _pattern: regex.Pattern[str] | object = field(default=_UNBUILT, repr=False)
+    _group: str | int = field(default=0, repr=False)
+    _locator: Locator | None | object = field(default=_UNBUILT, repr=False)
+
+    @property
+    def pattern(self) -> regex.Pattern[str]:
+        if self._pattern is _UNBUILT:
+            pattern = _compile(self.rule.pattern, self.flags, "pattern", self.pack,
+                               self.rule.id, self.path)
+            group = self.rule.group
+            self._group = group if group is not None else \
+                "literal" if "literal" in pattern.groupindex else 0
+            if group == "first" and not pattern.groups:
+                self._group = 0
+            self._pattern = pattern
+        return self._pattern  # type: ignore[return-value]
+
+    @property
+    def group(self) -> str | int:
+        """What a match keeps: the ``literal`` group when the pattern has one."""
+        self.pattern  # noqa: B018 - compiled on first use
+        return self._group
+
+    @property
+    def locator(self) -> Locator | None:
+        if self._locator is _UNBUILT:
+            # a stricter locator tests ``requires`` on the whole match: only when it is kept
+            whole = self.group == 0
+            self._locator = build_locator(self.rule.pattern, self.flags, self.pattern,
+                                          tuple(self.rule.requires) if whole else ())
+        return self._locator  # type: ignore[return-value]
+
+    @locator.setter
+    def locator(self, value: Locator | None) -> None:
+        self._locator = value
+
+    def find(self, text: str, timeout: float, data: bytes | None = None
+             ) -> list[tuple[int, int]]:
+        """Spans of accepted matches; ``data``: ``text`` as bytes when it is ASCII without the
+        characters on which RE2's ``\\s`` differs (then the locator, if any, is used)."""
+        pattern, locator = self.pattern, self.locator  # built before any timing
+        group = self._group
+        matches = pattern.finditer(text, timeout=timeout) if locator is None else \
+            locator.matches(pattern, text, data, timeout)
+        if self.checksum is not None:  # matched first: a validator's time (its library's
+            matches = list(matches)  # first import) must not count against the regex budget
+        spans = []
+        for m in matches:
+            start, end = first_group(m) if group == "first" else m.span(group)
+            if start < 0 or start == end:
+                continue
+            value = text[start:end]
+            if self.requires and not all(test(value) for test in self.requires):
+                continue
+            if self.checksum is not None and not self.checksum(value):
+                continue
+            if self.entropy is not None and shannon_entropy(value) <= self.entropy:
+                continue
+            if self.allowed(value, timeout) and not self._dropped_in_context(m, text, timeout):
+                spans.append((start, end))
+        return spans
+
+    def _dropped_in_context(self, m: Any, text: str, timeout: float) -> bool:
+        """Does ``allowlist.match_regexes`` (on the whole match) or ``line_regexes`` (on the
+        lines the match stands on) drop this match?"""
+        if self.allow_match:
+            whole = m.group()
+            if any(p.search(whole, timeout=timeout) for p in self.allow_match):
+                return True
+        if self.allow_line:
+            start, end = m.span()
+            line = text[text.rfind("\n", 0, start) + 1:_line_end(text, end)]
+            if any(p.search(line, timeout=timeout) for p in self.allow_line):
+                return True
+        return False
+
+
+def _line_end(text: str, end: int) -> int:
+    newline = text.find("\n", end)
+    return len(text) if newline < 0 else newline
+
+
+def first_group(m: Any) -> tuple[int, int]:
+    """The span of the first capture group that took part in the match and is not empty,
+    else the whole match (gitleaks' choice of the secret when a rule names no group)."""
+    for index in range(1, m.re.groups + 1):
+        start, end = m.span(index)
+        if end > start:
+            return start, end
+    return m.span()
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character: 0 for ``aaaa``, 2 for ``abcd``, about 5.9 for random base64."""
+    length = len(value)
+    return -sum(n / length * math.log2(n / length) for n in Counter(value).values()) \
+        if length else 0.0
+
+
+@dataclass(eq=False)
+class CompiledTerms(CompiledRule):
+    automaton: Any = None
+    ignore_case: bool = False
+    whole_word: bool = True
+
+    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+        haystack = text.lower() if self.ignore_case else text
+        if self.ignore_case and len(haystack) != len(text):
+            haystack = text  # lowercasing changed lengths (rare scripts): offsets would lie
+        spans = []
+        for end_index, length in self.automaton.iter_long(haystack):
+            start, end = end_index - length + 1, end_index + 1
+            if self.whole_word and (_glued(text, start - 1) or _glued(text, end)):
+                continue
+            if self.allowed(text[start:end]):
+                spans.append((start, end))
+        return spans
+
+
+@dataclass(eq=False)
+class CompiledJsonKey(CompiledRule):
+    key_pattern: regex.Pattern[str] = None  # type: ignore[assignment]
+    value_pattern: regex.Pattern[str] | None = None
+
+    def match_key(self, key: str) -> bool:
+        return self.key_pattern.fullmatch(key) is not None
+
+    _accepted: dict[str, bool] = field(default_factory=dict)  # memo of accept, by value
+
+    def accept(self, value: str, timeout: float) -> bool:
+        """Is this value (under a matching key) a literal? Memoized, like ``allowed``; a
+        timeout raises and is not remembered."""
+        known = self._accepted.get(value)
+        if known is None:
+            known = bool(value.strip()) and (
+                self.value_pattern is None
+                or self.value_pattern.fullmatch(value, timeout=timeout) is not None) \
+                and self.allowed(value)
+            _remember(self._accepted, value, known)
+        return known
+
+
+@dataclass(eq=False)
+class CompiledEntity(CompiledRule):
+    nlp: Any = None
+
+    def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
+        labels = set(self.rule.labels)
+        return [(e.start_char, e.end_char) for e in self.nlp(text).ents
+                if e.label_ in labels and self.allowed(e.text)]
+
+
+def _remember(memo: dict[str, bool], value: str, answer: bool) -> None:
+    """Memoize a rule's answer for a value, bounded: hostile text has unbounded values."""
+    if len(memo) >= VERDICTS_MAX:
+        memo.clear()
+    memo[value] = answer
+
+
+def _glued(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and text[i].isalnum()
+
+
+def _compile(source: str, flags: int, field_name: str, pack: str, rule_id: str,
+             path: str | None = None) -> regex.Pattern[str]:
+    try:
+        return regex.compile(source, flags)
+    except (regex.error, RecursionError, OverflowError) as exc:
+        raise PackError(f"invalid regex: {exc}", pack=pack, rule=rule_id, field=field_name,
+                        path=path) from None
+
+
+def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
+    """The pattern relaxed for RE2, or None when RE2 could disagree with `regex`.
+
+    Relaxing only ever widens what matches: lookarounds and ``$`` are dropped, possessive
+    quantifiers and atomic groups become ordinary ones, large repetition bounds become open.
+    So "RE2 finds no match" still proves that `regex` finds none: on ASCII text for the plain
+    form, on any text for the ``unicode`` form (see ``relax``). Verbose mode is left to `regex`.
+    """
+    if "verbose" in rule.flags:
+        return None
+    relaxed = relax(_without_g(widen_backreferences(rule.pattern)), unicode=unicode)
+    if relaxed is None:
+        return None
+    relaxed = drop_leading_optional(relaxed)
+    inline = "".join(INLINE_FLAGS[f] for f in rule.flags)
+    return f"(?{inline}){relaxed}" if inline else relaxed
+
+
+_GROUP_NAME = regex.compile(r"\(\?P?<([A-Za-z_]\w*)>")
+_REFERENCE = regex.compile(r"\\([1-9])(?!\d)|\(\?P=([A-Za-z_]\w*)\)")
+
+
+def widen_backreferences(pattern: str) -> str:
+    """``pattern`` with each backreference (``\\1``, ``(?P=name)``) replaced by a copy of the
+    group it refers to, for the prefilter only: "the same text again" becomes "text the group
+    could match", a widening RE2 can run. The pattern unchanged when its groups are unusual
+    (a name given twice, branch resets)."""
+    if "\\" not in pattern and "(?P=" not in pattern:
+        return pattern
+    groups: list[tuple[int, int]] = []  # capturing groups in order: (open, close)
+    names: dict[str, int] = {}
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            i += 1 + pattern.startswith("^", i + 1)
+            i += pattern.startswith("]", i)  # a leading "]" is a member
+            continue
+        elif ch == "(":
+            if pattern.startswith("(?|", i):
+                return pattern
+            named = _GROUP_NAME.match(pattern, i)
+            if named is not None or not pattern.startswith("(?", i):
+                close = _group_end(pattern, i)
+                if close is None:
+                    return pattern
+                if named is not None:
+                    if named[1] in names:
+                        return pattern
+                    names[named[1]] = len(groups)
+                groups.append((named.end() if named is not None else i + 1, close))
+        i += 1
+
+    def copy(m: regex.Match[str]) -> str:
+        index = int(m[1]) - 1 if m[1] else names.get(m[2], -1)
+        if not 0 <= index < len(groups):
+            return m[0]
+        start, end = groups[index]
+        return f"(?:{pattern[start:end]})"
+
+    out, last = [], 0
+    for m in _REFERENCE.finditer(pattern):
+        if _escaped(pattern, m.start()) or _inside_class(pattern, m.start()):
+            continue
+        out += [pattern[last:m.start()], copy(m)]
+        last = m.end()
+    return "".join(out) + pattern[last:]
+
+
+def _without_g(pattern: str) -> str:
+    """``pattern`` without ``\\G`` (where the last match ended; RE2 lacks it), for the
+    prefilter only: an assertion dropped, a widening. (Locators keep it, and so get none:
+    ``pattern.match(text, pos)`` would read it as ``pos``.)"""
+    out, last = [], 0
+    for m in regex.finditer(r"\\G", pattern):
+        if not _escaped(pattern, m.start()) and not _inside_class(pattern, m.start()):
+            out.append(pattern[last:m.start()])
+            last = m.end()
+    return "".join(out) + pattern[last:]
+
+
+def _escaped(pattern: str, i: int) -> bool:
+    """Is the character at ``i`` escaped (an odd run of backslashes before it)?"""
+    run = 0
+    while i - run - 1 >= 0 and pattern[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _inside_class(pattern: str, i: int) -> bool:
+    """Is index ``i`` inside a character class?"""
+    j, in_class = 0, False
+    while j < i:
+        ch = pattern[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            j += 1 + pattern.startswith("^", j + 1)
+            j += pattern.startswith("]", j)
+            continue
+        j += 1
+    return in_class
+
+
+_OPTIONAL = regex.compile(r"(?:\*|\?|\{0,\d*\})\??")
+_LEADING_FLAGS = regex.compile(r"\(\?[a-zA-Z]*\)|\(\?[a-zA-Z-]+:")
+
+
+def drop_leading_optional(pattern: str) -> str:
+    """``pattern`` without the atoms at its start that may repeat zero times (gitleaks'
+    ``[\\w.-]{0,50}?`` before a key name), for the prefilter's RE2 set only: whether a pattern
+    matches somewhere is unchanged (where the match starts is not, so locators keep them), and
+    a set of hundreds of such patterns no longer builds DFA states for every prefix position."""
+    i = 0
+    while True:
+        flags = _LEADING_FLAGS.match(pattern, i)
+        if flags is not None:  # (?i) or (?i: stay; what follows them may still be dropped
+            i = flags.end()
+            continue
+        end = _atom_end(pattern, i)
+        optional = _OPTIONAL.match(pattern, end) if end is not None else None
+        if optional is None:
+            return pattern
+        pattern = pattern[:i] + pattern[optional.end():]
+
+
+def _atom_end(pattern: str, i: int) -> int | None:
+    """The index after the single atom at ``i`` (a class, a group, an escape or a character
+    other than a metacharacter), or None."""
+    if i >= len(pattern):
+        return None
+    ch = pattern[i]
+    if ch == "\\":
+        return i + 2 if i + 1 < len(pattern) and pattern[i + 1] not in "xpPQ" else None
+    if ch == "[":
+        j = i + 1 + pattern.startswith("^", i + 1)
+        j += pattern.startswith("]", j)  # a leading ] is a member
+        while j < len(pattern):
+            if pattern[j] == "\\":
+                j += 2
+            elif pattern.startswith("[:", j):
+                close = pattern.find(":]", j)
+                if close < 0:
+                    return None
+                j = close + 2
+            elif pattern[j] == "]":
+                return j + 1
+            else:
+                j += 1
+        return None
+    if ch == "(":
+        end = _group_end(pattern, i)
+        return None if end is None else end + 1
+    return None if ch in "|)^$*+?{" else i + 1
+
+
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+# RE2 rejects repetitions above 1,000 (nested ones multiply) and its DFA grows with every
+# counted repetition: an upper bound above this becomes open, a lower one is capped.
+_OPEN_ABOVE = 16
+_BOUND = regex.compile(r"\{(\d*)(,?)(\d*)\}")
+_NON_ASCII = r"\x{80}-\x{10FFFF}"
+# RE2's \d \w \s are ASCII; `regex`'s are Unicode (and its \s also has \v and \x1c-\x1f)
+_WIDE = {"d": rf"[\d{_NON_ASCII}]", "w": rf"[\w{_NON_ASCII}]",
+         "s": rf"[\s\x0b\x1c-\x1f{_NON_ASCII}]"}
+
+
+def relax(pattern: str, *, unicode: bool = False) -> str | None:
+    """``pattern`` widened into RE2 syntax; None if the pattern is too unusual to rewrite safely.
+
+    Lookarounds, ``$``, ``\\Z`` and (``unicode``) ``\\b``/``\\B`` are dropped, possessive quantifiers and
+    atomic groups become ordinary ones, ``{m,n}`` with a large ``n`` becomes ``{m,}``: matches
+    can only widen. The plain form agrees with `regex` on ASCII text only (RE2's ``\\d \\w \\s
+    \\b`` are ASCII). The ``unicode`` form also lets every shorthand and every positive class
+    match any non-ASCII character, so it is a widening on any text; a negated class holding a
+    negated shorthand (``[^\\W_]``) cannot be widened that way and gives None.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class, class_start, negated = False, -1, False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            esc = pattern[i:i + 2]
+            if pattern.startswith("{", i + 2) and esc[1:] in ("x", "p", "P", "N", "u", "U"):
+                close = pattern.find("}", i)
+                if close < 0:
+                    return None
+                esc = pattern[i:close + 1]  # \x{...}, \p{...}: one atom, not a repetition
+            i += len(esc)
+            letter = esc[1:2]
+            if unicode and in_class and negated and letter in ("W", "D", "S", "P"):
+                return None
+            if unicode and not in_class and letter in _WIDE and len(esc) == 2:
+                out.append(_WIDE[letter])
+            elif unicode and not in_class and esc in ("\\b", "\\B"):
+                pass  # an assertion dropped (Unicode word boundaries): matches can only widen
+            elif esc == "\\Z" and not in_class:
+                pass  # end of text, which RE2 spells \z: an assertion dropped
+            else:
+                out.append(esc)
+            continue
+        if in_class:
+            if pattern.startswith("[:", i):  # a POSIX class: [[:alpha:]]
+                close = pattern.find(":]", i + 2)
+                if close < 0:
+                    return None
+                if unicode and negated and pattern.startswith("[:^", i):
+                    return None
+                out.append(pattern[i:close + 2])
+                i = close + 2
+                continue
+            # a "]" right after "[" or "[^" is a literal member, not the end of the class
+            if ch == "]" and i != class_start:
+                in_class = False
+                if unicode and not negated:  # a union: appending a range could glue onto a "-"
+                    out.append(f"]|[{_NON_ASCII}])")
+                    i += 1
+                    continue
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "[":
+            in_class = True
+            negated = pattern.startswith("^", i + 1)
+            class_start = i + 2 if negated else i + 1
+            out.append(("(?:" if unicode and not negated else "") + pattern[i:class_start])
+            i = class_start
+            continue
+        if ch == "(" and pattern.startswith(_LOOKAROUND, i):
+            end = _group_end(pattern, i)
+            if end is None:
+                return None
+            i = end + 1  # an assertion dropped: matches can only widen
+            continue
+        if ch == "$":
+            i += 1  # an assertion dropped (`regex` also matches it before a final newline)
+            continue
+        if pattern.startswith("(?>", i):
+            out.append("(?:")
+            i += 3
+            continue
+        if ch == "+" and out and (out[-1] in ("+", "*", "?", "}") or _BOUND.fullmatch(out[-1])):
+            i += 1  # possessive -> greedy
+            continue
+        if ch == "{":
+            bound = _BOUND.match(pattern, i)
+            if bound is not None and (bound[1] or bound[3]):
+                low = min(int(bound[1] or 0), 64)
+                if bound[2]:
+                    high = bound[3]
+                    if high and int(high) > _OPEN_ABOVE:
+                        high = ""
+                    out.append(f"{{{low},{high}}}")
+                else:  # {m}
+                    out.append(f"{{{low}}}" if int(bound[1]) <= 64 else f"{{{low},}}")
+                i = bound.end()
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _group_end(pattern: str, start: int) -> int | None:
+    """Index of the ``)`` closing the group opened at ``start``."""
+    depth, i, in_class = 0, start, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                i += 2 if pattern[i + 1] == "]" else 3
+                continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+_NLP_CACHE: dict[str, Any] = {}
+
+
+def _load_spacy(rule: EntityRule, pack: str) -> Any | None:
+    if rule.model in _NLP_CACHE:
+        return _NLP_CACHE[rule.model]
+    try:
+        import spacy
+    except ImportError:
+        if rule.optional:
+            return None
+        raise PackError("entity rules need spaCy: pip install 'literal-firewall[spacy]' "
+                        "(or mark the rule optional: true)", pack=pack, rule=rule.id,
+                        field="kind") from None
+    try:
+        nlp = spacy.load(rule.model, disable=["parser", "lemmatizer", "tagger"])
+    except OSError:
+        if rule.optional:
+            return None
+        raise PackError(f"spaCy pipeline {rule.model!r} is not installed: python -m spacy "
+                        f"download {rule.model} (or mark the rule optional: true)",
+                        pack=pack, rule=rule.id, field="model") from None
+    _NLP_CACHE[rule.model] = nlp
+    return nlp
+
+
+@dataclass(eq=False)
+class CompiledNoise:
+    """A pack's noise pattern: ``spans(text)`` are stretches whose literals are dropped."""
+
+    qid: str  # "pack/noise-id"
+    pattern: regex.Pattern[str]
+    keywords: tuple[str, ...] = ()
+    # as a rule's: RE2 skips where no match can start (noise runs on most texts with literals)
+    _locator: Locator | None | object = field(default=_UNBUILT, repr=False)
+
+    def spans(self, text: str, lowered: str, timeout: float,
+              data: bytes | None = None) -> list[tuple[int, int]]:
+        """Raises TimeoutError (the caller keeps every literal: noise fails closed).
+        ``data``: ``text`` as ASCII bytes, as for ``CompiledRegex.find``."""
+        if self.keywords and not any(k in lowered for k in self.keywords):
+            return []
+        locator = self.locator
+        matches = self.pattern.finditer(text, timeout=timeout) if locator is None else \
+            locator.matches(self.pattern, text, data, timeout)
+        return [m.span() for m in matches if m.end() > m.start()]
+
+    @property
+    def locator(self) -> Locator | None:
+        if self._locator is _UNBUILT:
+            self._locator = build_locator(self.pattern.pattern, self.pattern.flags, self.pattern)
+        return self._locator  # type: ignore[return-value]
+
+
+def covered(spans: list[tuple[int, int]]):
+    """``inside(start, end)``: does the union of ``spans`` cover ``start..end``? One sort of the
+    spans, then a bisection per question."""
+    merged: list[list[int]] = []  # the union, as disjoint sorted stretches
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    starts = [s for s, _ in merged]
+
+    def inside(start: int, end: int) -> bool:
+        i = bisect.bisect_right(starts, start) - 1
+        return i >= 0 and end <= merged[i][1]
+    return inside
+
+
+def compile_noise(pack: Pack) -> list[CompiledNoise]:
+    compiled = []
+    for owner, noise in zip(pack.noise_owners, pack.noise):
+        flags = 0
+        for name in noise.flags:
+            flags |= FLAGS[name]
+        compiled.append(CompiledNoise(
+            f"{owner}/{noise.id}",
+            _compile(noise.pattern, flags, "pattern", owner, f"noise/{noise.id}", pack.path),
+            tuple(k.lower() for k in noise.keywords)))
+    return compiled
+
+
+def compile_pack(pack: Pack) -> list[CompiledRule]:
+    """Compile every rule of a loaded pack; optional entity rules without spaCy are left out."""
+    compiled: list[CompiledRule] = []
+    allow_by_qid: dict[str, dict[str, tuple[regex.Pattern[str], ...]]] = {}
+    for owner, rule in zip(pack.owners, pack.rules):
+        qid = f"{owner}/{rule.id}"
+        allow = allow_by_qid[qid] = {
+            name: tuple(_compile(p, 0, f"allowlist.{name}", owner, rule.id, pack.path)
+                        for p in getattr(rule.allowlist, name))
+            for name in ALLOWLIST_REGEX_FIELDS}
+        if isinstance(rule, RegexRule):
+            flags = 0
+            for name in rule.flags:
+                flags |= FLAGS[name]
+            compiled.append(CompiledRegex(
+                qid, owner, rule, path=pack.path,
+                keywords=tuple(k.lower() for k in rule.keywords),
+                checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
+                requires=tuple(REQUIRES[name] for name in rule.requires),
+                re2_source=_re2_source(rule),
+                re2_unicode_source=_re2_source(rule, unicode=True), flags=flags,
+                entropy=rule.entropy, allow_match=allow["match_regexes"],
+                allow_line=allow["line_regexes"]))
+        elif isinstance(rule, TermsRule):
+            automaton = ahocorasick.Automaton()
+            for term in rule.terms:
+                key = term.lower() if rule.ignore_case else term
+                if key:
+                    automaton.add_word(key, len(key))
+            automaton.make_automaton()
+            compiled.append(CompiledTerms(qid, owner, rule, automaton=automaton,
+                                          ignore_case=rule.ignore_case,
+                                          whole_word=rule.whole_word))
+        elif isinstance(rule, JsonKeyRule):
+            keys = "|".join(fnmatch.translate(k) for k in rule.keys)
+            if rule.exclude_keys:
+                excluded = "|".join(fnmatch.translate(k) for k in rule.exclude_keys)
+                keys = f"(?!(?:{excluded}))(?:{keys})"
+            compiled.append(CompiledJsonKey(
+                qid, owner, rule, key_pattern=regex.compile(keys),
+                value_pattern=_compile(rule.value_pattern, 0, "value_pattern", owner, rule.id,
+                                                     pack.path) if rule.value_pattern else None))
+        elif isinstance(rule, EntityRule):
+            nlp = _load_spacy(rule, owner)
+            if nlp is not None:
+                compiled.append(CompiledEntity(qid, owner, rule, nlp=nlp))
+    for compiled_rule in compiled:
+        allow = allow_by_qid[compiled_rule.qid]
+        compiled_rule.set_allowlist(allow["patterns"], allow["regexes"])
+    return compiled
+
+
+_GLOBAL_SYNTAX = regex.compile(r"\(\?[a-zA-Z]+\)|\\\d|\(\?P?[<=(]|\(\?\|")
+
+
+def _alternation(patterns: tuple[regex.Pattern[str], ...]) -> regex.Pattern[str] | None:
+    """One pattern fullmatching what any of ``patterns`` fullmatches, or None when joining
+    could change a meaning (global inline flags, group references, conditionals)."""
+    if len(patterns) < 2 or any(p.flags & ~regex.UNICODE & ~regex.VERSION0 or
+                                _GLOBAL_SYNTAX.search(p.pattern) for p in patterns):
+        return None
+    try:
+        return regex.compile("|".join(f"(?:{p.pattern})" for p in patterns))
+    except regex.error:
+        return None

@@ -1,0 +1,113 @@
+"""A per-user cache of loaded packs, so that a command does not parse the YAML and run every
+rule's examples again at each start (a hook runs on every compaction event).
+
+An entry is keyed by the pack file's path and by the library (its version and the size and
+time of its own source files, so that an edited engine never trusts a verdict it did not give),
+and holds the SHA-256 of every file the pack was built from (the pack and those it extends):
+any difference is a miss. Only the rules' data is stored, as JSON that the models validate
+again on the way in, never code; an entry that cannot be read, parsed or validated is a miss
+too, and is rewritten. The cache is ``$FIREWALL_CACHE_DIR``, else the per-user cache folder;
+``FIREWALL_CACHE_DIR=""`` turns it off. A cache that cannot be written is silently skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "FIREWALL_CACHE_DIR"
+FORMAT = 1  # bump when the entry layout changes
+
+
+def cache_dir() -> Path | None:
+    configured = os.environ.get(CACHE_ENV)
+    if configured is not None:
+        return Path(configured).expanduser() if configured else None
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("literal-firewall")) / "packs"
+
+
+@functools.lru_cache(maxsize=1)
+def library_fingerprint() -> str:
+    from .. import __version__
+
+    digest = hashlib.sha256(f"{FORMAT} {__version__}".encode())
+    package = Path(__file__).parent.parent
+    for source in sorted(package.rglob("*.py")):
+        stat = source.stat()
+        digest.update(f"{source.relative_to(package)} {stat.st_size} {stat.st_mtime_ns}\n"
+                      .encode())
+    return digest.hexdigest()
+
+
+def _entry_path(path: Path) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    key = hashlib.sha256(f"{library_fingerprint()}\0{path.resolve()}".encode()).hexdigest()
+    return folder / f"{key[:40]}.json"
+
+
+def _sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def lookup(path: Path, *, examples_checked: bool) -> Any:
+    """The cached pack loaded from ``path``, or None. ``examples_checked``: only an entry whose
+    rules' examples were run and passed will do (a strict load)."""
+    entry_path = _entry_path(path)
+    if entry_path is None:
+        return None
+    try:
+        entry = json.loads(entry_path.read_text(encoding="utf-8"))
+        if examples_checked and entry["examples_checked"] is not True:
+            return None
+        if any(_sha256(name) != digest for name, digest in entry["files"].items()):
+            return None
+        return _pack_from_json(entry["pack"], path)
+    except Exception:  # noqa: BLE001 - a missing, stale or corrupt entry is only a miss
+        return None
+
+
+def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
+    entry_path = _entry_path(Path(pack.path))
+    if entry_path is None:
+        return
+    try:
+        entry = {"examples_checked": examples_checked,
+                 "files": {str(Path(f).resolve()): _sha256(f) for f in files},
+                 "pack": {"name": pack.name, "version": pack.version,
+                          "description": pack.description, "owners": list(pack.owners),
+                          "rules": [rule.model_dump(mode="json") for rule in pack.rules],
+                          "noise": [noise.model_dump(mode="json") for noise in pack.noise],
+                          "noise_owners": list(pack.noise_owners)}}
+        entry_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry_path.parent, prefix=".entry-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(entry, handle, ensure_ascii=False)
+            os.replace(tmp, entry_path)  # readers see the old entry or the new one, never half
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass  # a read-only or full disk: run uncached
+
+
+def _pack_from_json(data: dict[str, Any], path: Path) -> Any:
+    from .packs import _RULE_ADAPTER, Noise, Pack
+
+    rules = tuple(_RULE_ADAPTER.validate_python(rule) for rule in data["rules"])
+    noise = tuple(Noise.model_validate(n) for n in data["noise"])  # a pack's "not a literal"
+    if len(rules) != len(data["owners"]) or len(noise) != len(data["noise_owners"]):
+        raise ValueError("rules or noise and their owners differ in length")
+    return Pack(name=data["name"], version=data["version"], description=data["description"],
+                path=str(path), rules=rules, owners=tuple(data["owners"]), noise=noise,
+                noise_owners=tuple(data["noise_owners"]))
