@@ -64,7 +64,7 @@ def call_text(turn: Turn) -> str:
     for c in turn.tool_calls:
         arguments = c.arguments_json()
         if arguments is None:
-            from .extraction.extract import scalar_leaves  # walks iteratively
+            from .json_values import scalar_leaves  # walks iteratively
 
             arguments = " ".join(text for _, text in scalar_leaves(c.arguments))
         parts.append(f"{c.name} {arguments}")

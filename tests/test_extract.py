@@ -236,18 +236,18 @@ def test_json_inside_a_tool_result_that_is_not_json_goes_to_the_key_rules():
 
 
 def test_a_code_listing_full_of_braces_costs_a_bounded_number_of_json_tries(monkeypatch):
-    from firewall.extraction import extract
+    from firewall import json_values
     tried = []
 
     class Counting:
         def raw_decode(self, text, start):
             tried.append(start)
-            return extract.json.JSONDecoder().raw_decode(text, start)
+            return json_values.json.JSONDecoder().raw_decode(text, start)
 
-    monkeypatch.setattr(extract, "_DECODER", Counting())
+    monkeypatch.setattr(json_values, "_DECODER", Counting())
     code = "func f() {\n{\n  return x\n}\n" * 500
-    assert list(extract.embedded_json(code)) == []
-    assert len(tried) == extract.EMBEDDED_JSON_TRIES
+    assert list(json_values.embedded_json(code)) == []
+    assert len(tried) == json_values.EMBEDDED_JSON_TRIES
 
 
 def test_assistant_only_json_key_examples_run_as_tool_call_arguments():
@@ -300,7 +300,7 @@ def test_widened_re2_prefilter_never_drops_a_match_on_unicode_text(text):
 
 
 def test_relax_widens_into_re2_syntax():
-    from firewall.extraction.compiled import relax
+    from firewall.extraction.regex_syntax import relax
 
     assert relax(r"(?<!\w)a{2,300}b{3}c{1,8}+$") == "a{2,}b{3}c{1,8}"
     assert relax(r"\bx\d[\w.-]", unicode=True) == (
@@ -312,7 +312,7 @@ def test_relax_widens_into_re2_syntax():
 
 
 def test_leading_optional_atoms_are_dropped_from_the_prefilter_source_only():
-    from firewall.extraction.compiled import drop_leading_optional
+    from firewall.extraction.regex_syntax import drop_leading_optional
     from firewall.extraction.packs import RegexRule
 
     # gitleaks' keyword rules start with [\w.-]{0,50}?: a set of hundreds of them built DFA
@@ -552,7 +552,8 @@ json_values = st.recursive(
 @given(json_values)
 def test_tool_result_key_walk_equals_the_generic_leaf_walk(node):
     """The written-out walk of JSON tool results answers as the rules over ``_json_leaves``."""
-    from firewall.extraction.extract import TurnScan, _json_leaves, _scalar_text
+    from firewall.extraction.extract import TurnScan
+    from firewall.json_values import json_leaves as _json_leaves, scalar_text as _scalar_text
 
     if "default" not in _EXTRACTORS:  # compiled once: setdefault would compile every example
         _EXTRACTORS["default"] = Extractor(load_packs())

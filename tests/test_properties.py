@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from firewall.errors import ConversationError, PackError
-from firewall.extraction.extract import Extractor, _json_leaves
+from firewall.extraction.extract import Extractor
+from firewall.json_values import json_leaves as _json_leaves
 from firewall.formats import FORMATS, parse_messages, read_conversations
 from firewall.compaction.ledger import Ledger, find_blocks
 from firewall.literals import Literal

@@ -36,7 +36,8 @@ import regex
 
 from ..extraction.compiled import CompiledRegex, compile_pack
 from ..evaluation.evaluate import FRACTIONS, cut_points, gold_set
-from ..extraction.extract import Extractor, Scanner, parse_json, scalar_leaves
+from ..extraction.extract import Extractor, Scanner
+from ..json_values import parse_json, scalar_leaves
 from .lint import shell_noise
 from ..extraction.packs import Pack
 from .toolschema import is_identifier_name, validated_pack

@@ -27,7 +27,8 @@ from ..audit import STATUSES, AuditRecord, open_audit_sink
 from .budget import Budget, budget_tokens as resolve_budget  # not the parameter
 from .compose import Span, choose_span, compose, turn_tokens, with_tool_pairs
 from ..errors import AuditError, CompactionRefused, FirewallError, SummarizerError
-from ..extraction.extract import Extractor, ScanMemo, Scanner, scalar_leaves
+from ..extraction.extract import Extractor, ScanMemo, Scanner
+from ..json_values import scalar_leaves
 from ..formats import FORMATS, parse_messages
 from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, find_blocks, uses
 from ..literals import Literal

@@ -83,7 +83,7 @@ def _kind_of_argument(arg: str) -> int:
 def call_arguments(turns: Sequence[Any]) -> dict[int, str]:
     """The span's call arguments, joined by the kind of argument they are (``ADDRESS`` or
     ``WRITTEN``)."""
-    from ..extraction.extract import scalar_leaves
+    from ..json_values import scalar_leaves
 
     parts: dict[int, list[str]] = {ADDRESS: [], WRITTEN: []}
     for turn in turns:

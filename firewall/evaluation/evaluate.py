@@ -39,7 +39,7 @@ from typing import Any
 import regex
 
 from ..compaction.budget import Budget, budget_tokens, parse_budget
-from ..extraction.extract import scalar_leaves
+from ..json_values import scalar_leaves
 from .hook_eval import HOOKS, add_hook_contexts
 from ..compaction.ledger import Ledger
 from ..literals import Literal

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .extract import Extractor
-from .packs import JsonKeyRule, Pack
+from .pack_format import JsonKeyRule, Pack
 from ..turns import ToolCall, Turn
 
 

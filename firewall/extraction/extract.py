@@ -8,18 +8,19 @@ the rule and turn are reported and the turn is marked to be kept verbatim.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compiled import (CompiledJsonKey, CompiledRegex, CompiledRule, compile_noise, compile_pack,
                        covered)
+from ..json_values import (embedded_json, json_keys, json_leaves, parse_json,
+                           scalar_text)
 from .confusables import fold, has_homoglyphs, mixed_script
 from ..literals import Literal, SecretIndex, spread_sensitivity
-from .packs import Pack
+from .pack_format import Pack
 from .prefilter import Prefilter, ascii_bytes
 from ..turns import ROLES, Conversation, Turn
 from .unspaced import cut_from_path, has_unspaced, spaced
@@ -50,114 +51,6 @@ class ScanResult:
     @property
     def verbatim_turns(self) -> set[int]:
         return {t.turn for t in self.timeouts}
-
-
-def _json_leaves(node: Any, path: str) -> Iterator[tuple[str, str | None, Any]]:
-    """(path, nearest key, scalar) for every scalar, in document order; list items inherit
-    their parent's key. An explicit stack: a caller's object may nest deeper than recursion."""
-    stack: list[Iterator[tuple[str, str | None, Any]]] = [iter([(path, None, node)])]
-    while stack:
-        item = next(stack[-1], None)
-        if item is None:
-            stack.pop()
-            continue
-        where, key, value = item
-        if isinstance(value, (dict, list)):
-            stack.append(_children(where, key, value))
-        else:
-            yield where, key, value
-
-
-def _children(where: str, key: str | None, value: dict | list
-              ) -> Iterator[tuple[str, str | None, Any]]:
-    # a function, not a generator expression: each level keeps its own ``where`` and ``key``
-    if isinstance(value, dict):
-        return ((f"{where}.{k}", str(k), v) for k, v in value.items())
-    return ((f"{where}[{i}]", key, v) for i, v in enumerate(value))
-
-
-KEY_FIELD = "#key"  # the field of an object key: its value's path and this suffix
-
-
-def json_keys(node: Any, path: str) -> Iterator[tuple[str, str]]:
-    """(field, key) of every string key of every object in a JSON value, with the field
-    ``<value path>#key``; an explicit stack, as in ``_json_leaves``."""
-    stack: list[tuple[str, Any]] = [(path, node)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if isinstance(k, str):
-                    yield f"{where}.{k}{KEY_FIELD}", k
-                stack.append((f"{where}.{k}", v))
-        elif isinstance(value, list):
-            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
-
-
-def scalar_leaves(node: Any) -> Iterator[tuple[str | None, str]]:
-    """(nearest key, text) of every string or number in a JSON value, in document order."""
-    for _, key, value in _json_leaves(node, ""):
-        text = _scalar_text(value)
-        if text is not None:
-            yield key, text
-
-
-class JsonNumber(str):
-    """A number from a JSON tool result, kept as its source text: ``1030.40`` stays ``1030.40``."""
-
-
-def _scalar_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):  # arguments parsed elsewhere: the canonical spelling
-        return json.dumps(value)
-    return None
-
-
-_DECODER = json.JSONDecoder(parse_int=JsonNumber, parse_float=JsonNumber)  # built once
-
-
-def parse_json(text: str) -> Any | None:
-    """A JSON tool result, numbers kept as their source text; None when it is not JSON."""
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        return _DECODER.decode(text)
-    except (ValueError, RecursionError):
-        return None
-
-
-EMBEDDED_JSON_TRIES = 16  # line starts tried per tool result: a code listing has many braces
-_EMBEDDED_START = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
-
-
-def embedded_json(text: str) -> Iterator[Any]:
-    """JSON objects inside a tool result that is not JSON as a whole ("### Result\n{...}",
-    a fenced block, an HTTP body after its headers): each value that starts a line and parses
-    whole, and holds an object. At most ``EMBEDDED_JSON_TRIES`` starts are tried."""
-    tries, pos = 0, 0
-    while tries < EMBEDDED_JSON_TRIES:
-        m = _EMBEDDED_START.search(text, pos)
-        if m is None:
-            return
-        tries += 1
-        start = m.end() - 1
-        try:
-            value, end = _DECODER.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            pos = m.end()
-            continue
-        if isinstance(value, dict) or (isinstance(value, list)
-                                       and any(isinstance(v, dict) for v in value)):
-            yield value
-        pos = end
-
-
-TEXT_MEMO_CHARS = 512  # texts up to this long are memoized by content (see scan_text)
-TEXT_MEMO_SIZE = 8192  # entries, then the memo starts again (hostile input has no end)
 
 
 class Extractor:
@@ -347,8 +240,8 @@ class Extractor:
         if not text_rules:
             self._scan_json_keys(node, role, turn, root, tool, out)
             return
-        for path, key, value in _json_leaves(node, root):
-            text = _scalar_text(value)
+        for path, key, value in json_leaves(node, root):
+            text = scalar_text(value)
             if text is None:
                 continue
             if key is not None:
@@ -388,7 +281,7 @@ class Extractor:
                 rules = rules_for_key(child_key)
                 if not rules:
                     continue
-                text = value if isinstance(value, str) else _scalar_text(value)
+                text = value if isinstance(value, str) else scalar_text(value)
                 if text is not None:
                     _accept_leaf(rules, text, budget, turn, role, path, tool, out)
             else:

@@ -32,6 +32,8 @@ from typing import Any
 
 import regex
 
+from .regex_syntax import BOUND, INLINE_FLAGS, group_end, relax
+
 try:
     import re2
 except ImportError:  # pragma: no cover - google-re2 is a core dependency
@@ -89,7 +91,6 @@ def _class_end(pattern: str, i: int) -> int | None:
 
 def _items(pattern: str) -> list[_Item] | None:
     """The top-level sequence of ``pattern``: atoms with their quantifiers, and assertions."""
-    from .compiled import _BOUND, _group_end
 
     items: list[_Item] = []
     i, n = 0, len(pattern)
@@ -114,7 +115,7 @@ def _items(pattern: str) -> list[_Item] | None:
             if end is None:
                 return None
         elif ch == "(":
-            close = _group_end(pattern, i)
+            close = group_end(pattern, i)
             if close is None:
                 return None
             end = close + 1
@@ -138,7 +139,7 @@ def _items(pattern: str) -> list[_Item] | None:
         if j < n and pattern[j] in "*+?":
             j += 1
         elif j < n and pattern[j] == "{":
-            bound = _BOUND.match(pattern, j)
+            bound = BOUND.match(pattern, j)
             if bound is not None:
                 j = bound.end()
         if j > end and j < n and pattern[j] in "?+":
@@ -494,7 +495,6 @@ def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str],
     """The locator of a rule's pattern, or None when none can be derived safely. With the
     rule's ``requires`` (tested on the whole match), the ASCII locator may be the stricter one
     of ``strict_locator_source``: it skips matches the rule would reject anyway."""
-    from .compiled import INLINE_FLAGS, relax
 
     if re2 is None or flags & regex.VERBOSE:
         return None

@@ -9,7 +9,7 @@ next process loads it in a millisecond. No cache (``FIREWALL_CACHE_DIR=""``): no
 that short processes never pay the compile.
 
 A database only ever answers "which patterns match somewhere". It holds the same widened
-patterns as the RE2 sets (``compiled.relax``), and only those RE2 accepted, so "no match" still
+patterns as the RE2 sets (``regex_syntax.relax``), and only those RE2 accepted, so "no match" still
 proves that `regex` finds none on ASCII text: Hyperscan's ``\\d \\w \\b`` are ASCII as RE2's,
 its ``\\s`` also holds ``\\v`` (a widening), and prefilter mode only widens further.
 """
@@ -103,7 +103,7 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
             conditions: Sequence[Sequence[str]] = (), *, utf8: bool = False) -> str | None:
     """Ask for the database of these patterns, keywords and further tests: loaded from the
     cache now, or compiled by a background thread; returns its key for ``ready`` (None: no
-    Hyperscan). ``utf8``: patterns over UTF-8 text (widened as ``compiled.relax`` widens)."""
+    Hyperscan). ``utf8``: patterns over UTF-8 text (widened as ``regex_syntax.relax`` widens)."""
     hyperscan = _module()
     if hyperscan is None:
         return None

@@ -102,7 +102,7 @@ def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
 
 
 def _pack_from_json(data: dict[str, Any], path: Path) -> Any:
-    from .packs import _RULE_ADAPTER, Noise, Pack
+    from .pack_format import _RULE_ADAPTER, Noise, Pack
 
     rules = tuple(_RULE_ADAPTER.validate_python(rule) for rule in data["rules"])
     noise = tuple(Noise.model_validate(n) for n in data["noise"])  # a pack's "not a literal"

@@ -5,7 +5,7 @@ stages. First the gitleaks-style keywords: one RE2 ``Set`` of every rule's keywo
 text, Aho-Corasick over the lowercased text elsewhere. Then the rules' own patterns, in small
 RE2 sets (groups), each reporting in one pass which of its patterns match anywhere; a group is
 only run when one of its rules survived the keyword stage. The patterns handed to RE2 are
-widened (``compiled.relax``) so that RE2 finding no match proves `regex` finds none: the plain
+widened (``regex_syntax.relax``) so that RE2 finding no match proves `regex` finds none: the plain
 form on ASCII text, the ``unicode`` form (every shorthand and class also matching any non-ASCII
 character) on other text. Ineligible patterns go straight to `regex`.
 
@@ -263,7 +263,7 @@ def _locator_conditions(rule: CompiledRegex, unicode: bool = False) -> list[str]
     locator's (every match the rule keeps does), built as ``locate.build_locator`` builds them.
     They cut the rules whose pattern, its lookaheads dropped, matches almost any word.
     ``unicode``: the locator widened as ``relax`` widens, for any text (no strict one)."""
-    from .compiled import INLINE_FLAGS, relax
+    from .regex_syntax import INLINE_FLAGS, relax
     from .locate import locator_source, strict_locator_source
 
     if re2 is None or rule.flags & regex.VERBOSE:
