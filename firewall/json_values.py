@@ -113,7 +113,3 @@ def embedded_json(text: str) -> Iterator[Any]:
                                        and any(isinstance(v, dict) for v in value)):
             yield value
         pos = end
-
-
-TEXT_MEMO_CHARS = 512  # texts up to this long are memoized by content (see scan_text)
-TEXT_MEMO_SIZE = 8192  # entries, then the memo starts again (hostile input has no end)

@@ -53,6 +53,10 @@ class ScanResult:
         return {t.turn for t in self.timeouts}
 
 
+TEXT_MEMO_CHARS = 512  # texts up to this long are memoized by content (see scan_text)
+TEXT_MEMO_SIZE = 8192  # entries, then the memo starts again (hostile input has no end)
+
+
 class Extractor:
     """Compiled packs, ready to scan. Build once; scanning is thread-safe and stateless."""
 
