@@ -32,7 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from firewall.evaluation.evaluate import cut_points, gold_set, occurs, oracle_ledger, turn_text  # noqa: E402
+from firewall.evaluation.evaluate import oracle_ledger, turn_text  # noqa: E402
+from firewall.evaluation.gold import cut_points, gold_set, occurs
 from firewall.formats import read_conversations  # noqa: E402
 from firewall.compaction.guard import Firewall  # noqa: E402
 from firewall.compaction.ledger import Ledger, uses  # noqa: E402

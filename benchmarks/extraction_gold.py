@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
               f"is ../shared/data/claude_code_cc0/*.jsonl)")
         return 0
 
-    from firewall.evaluation.evaluate import agent_cuts, cut_points, gold_set, occurs
+    from firewall.evaluation.gold import agent_cuts, cut_points, gold_set, occurs
     from firewall.formats import read_conversations
     from firewall.compaction.guard import Firewall
     from firewall.compaction.ledger import Ledger

@@ -49,7 +49,7 @@ def gold_rows(paths: list[Path]) -> dict[tuple[str, int], list[dict]]:
 
 def found_in(literal: str, values: set[str], joined: str) -> bool:
     """Equal to an extracted value, or inside one as the metric reads it (``occurs``)."""
-    from firewall.evaluation.evaluate import occurs
+    from firewall.evaluation.gold import occurs
 
     return literal in values or occurs(literal, joined)
 

@@ -2,7 +2,7 @@
 
     python benchmarks/reference_gold.py [--data ../shared/data] [--budget auto|TOKENS|P%]
 
-``firewall eval`` computes its gold itself (``firewall.evaluation.evaluate.gold_set``). The dev data also
+``firewall eval`` computes its gold itself (``firewall.evaluation.gold.gold_set``). The dev data also
 ships reference gold sets (``gold_*.jsonl``: one row per conversation and cut ``k``, each
 literal with its kind and whether it is strict), computed by the definition in DESIGN.md. This
 script scores the same contexts ``firewall eval`` builds (the ledger block alone at the given

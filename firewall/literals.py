@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal as TypingLiteral
 
+import regex
+
 from .turns import Role
 
 Severity = TypingLiteral["required", "pin"]
@@ -117,3 +119,34 @@ class SecretIndex:
         if self._SEP not in value and value in self._joined:
             return True
         return any(s in value for s in self.secrets)
+
+
+# ── the kind of a literal string (the kinds an eval reports its gold by) ──────────────────────
+
+# Kinds of a literal string, first match wins; only "other" tokens are outside the strict set.
+_FILE_EXTENSIONS = ("py|pyi|pyc|txt|md|rst|cfg|ini|toml|json|jsonl|yaml|yml|xml|html|csv|log|sh|js|"
+                    "ts|go|rs|java|c|h|cpp|sql|patch|diff|lock|dcm|ipynb")
+_KINDS = (
+    ("email", regex.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+    ("uuid_hex", regex.compile(r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}"
+                               r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")),
+    # amounts, negative flags' numbers, dates, clock times, dotted numbers (1.2.840.10008)
+    ("numeric", regex.compile(r"(?:[-+]?|-?\$)\d[\d,]*(?:\.\d+)*(?:[-:.,]\d+)*[.,:]{0,2}")),
+    ("path", regex.compile(rf"[^\s/]*/\S*|[\w.-]*\w\.(?:{_FILE_EXTENSIONS})")),
+    ("alnum_code", regex.compile(r"[-#]?[A-Za-z0-9](?:[\w\-.:]*[\w.:])?")),
+    # snake_case (dunders and edge underscores too), camelCase, dotted names (fields.String)
+    ("identifier", regex.compile(r"_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|_+[A-Za-z0-9]+_*"
+                                 r"|[A-Za-z][A-Za-z0-9]*_+|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*"
+                                 r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")),
+)
+
+def literal_kind(text: str) -> str:
+    """``email``, ``uuid_hex``, ``numeric``, ``path``, ``alnum_code`` (a code with a digit, or
+    one capitalized word: ``SELECT``, not ``PASSED:``), ``identifier`` or ``other``."""
+    for kind, pattern in _KINDS:
+        if pattern.fullmatch(text):
+            if kind == "alnum_code" and not any(c.isdigit() for c in text) and (
+                    not text.isupper() or text.endswith(":") or "_" in text):
+                continue
+            return kind
+    return "other"

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from firewall.evaluation.evaluate import (Gold, Tally, add_eval_command, budget_tokens, cut_points,
-                               evaluate_cut, gold_set, literal_kind, naive_ledger, occurs, run)
+from firewall.evaluation.evaluate import Tally, add_eval_command, budget_tokens, evaluate_cut, run
+from firewall.evaluation.gold import Gold, cut_points, gold_set, naive_ledger, occurs
+from firewall.literals import literal_kind
 from firewall.compaction.guard import Firewall
 from firewall.formats import parse_messages
 from firewall.extraction.packs import load_packs
@@ -192,7 +193,7 @@ CODING = [
 
 
 def test_addressing_gold_names_a_target_and_text_the_agent_writes_does_not():
-    from firewall.evaluation.evaluate import is_addressing
+    from firewall.evaluation.gold import is_addressing
 
     gold = {g.literal: g for g in gold_set(parse_messages(CODING, id="c"), 3)}
     # a path opened by file_path, a command's token: addressing

@@ -462,14 +462,14 @@ def test_three_handlers_re_inject_every_pinned_value_the_summary_lacks(tmp_path,
 
 
 def test_eval_drives_the_hooks_at_each_compaction_of_a_session_file(pack_path):
-    from firewall.evaluation import evaluate
+    from firewall.evaluation import evaluate, gold
     from firewall.formats import read_conversations
 
     fw = firewall.Firewall([pack_path], budget_tokens=60)
     (conversation,) = read_conversations(COMPACTED)
     task = evaluate.EvalTask([pack_path], (), 60, 4)
     scores = task(fw, str(COMPACTED), conversation)
-    agent = [s for s in scores if s.frac == evaluate.AGENT]
+    agent = [s for s in scores if s.frac == gold.AGENT]
     assert len(agent) == 2
     for score in agent:  # through the hooks, the agent has what eval's summary + ledger has
         assert score.scores["hooks"][0] == score.scores["agent+ledger"][0]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from firewall.cli import main
-from firewall.evaluation.evaluate import gold_set, occurs
+from firewall.evaluation.gold import gold_set, occurs
 from firewall.formats import parse_messages
 from firewall.compaction.guard import Firewall
 from firewall.evaluation.replay import SENSITIVE, Totals, format_totals, redact, replay_conversation

@@ -143,7 +143,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
     JSON value), for the context line. ``secrets``: sensitive values known beyond these
     literals (the ledger's), masked in every context line too."""
     from . import escape_surrogates, literal_hash
-    from ..evaluation.evaluate import literal_kind  # the gold's kinds: the kinds an eval reports
+    from ..literals import literal_kind  # the gold's kinds: the kinds an eval reports
 
     literals = list(literals)
     secret_values = {lit.value for lit in literals if lit.sensitive} | set(secrets)

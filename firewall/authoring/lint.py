@@ -209,7 +209,7 @@ def shell_noise(rule: CompiledRegex, timeout: float = 1.0,
     ``literal`` group, requires, checksum, allowlist, the packs' ``declared_noise``). A match
     is noise when no token it touches holds a reusable string (not glued to a letter or
     digit)."""
-    from ..evaluation.evaluate import occurs
+    from ..evaluation.gold import occurs
 
     documents, reusable = _shell_sample()
     matches, noise, examples = 0, 0, []

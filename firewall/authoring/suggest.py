@@ -17,7 +17,7 @@ A rule that passes its examples can still cost more than it brings: a shell-flag
 from ``find -name`` pins every flag of every command. So each candidate must *pay* on the
 conversations it was mined from: compacted where ``firewall eval`` compacts them, more than
 half (``MIN_PRECISION``) of the distinct strings it pins must be gold there (used by a later
-tool call, ``evaluate.gold_set``), in as many conversations as a group of misses needs; and it
+tool call, ``gold.gold_set``), in as many conversations as a group of misses needs; and it
 must not be a rule that ``rules lint`` finds pinning mostly noise in ordinary shell output.
 Each proposed rule says its precision.
 """
@@ -35,7 +35,7 @@ from typing import Any
 import regex
 
 from ..extraction.compiled import CompiledRegex, compile_pack
-from ..evaluation.evaluate import FRACTIONS, cut_points, gold_set
+from ..evaluation.gold import FRACTIONS, cut_points, gold_set
 from ..extraction.extract import Extractor, Scanner
 from ..json_values import parse_json, scalar_leaves
 from .lint import shell_noise
@@ -441,7 +441,7 @@ class Payoff:
     """What a rule pins in the mined conversations, compacted as ``firewall eval`` compacts
     them: each distinct string it extracts counts once per conversation if it appears at or
     before one of the compaction points, and is *gold* when, at such a point, a later tool
-    call uses it (``evaluate.gold_set``)."""
+    call uses it (``gold.gold_set``)."""
 
     gold: int = 0
     pinned: int = 0

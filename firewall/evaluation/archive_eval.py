@@ -26,7 +26,7 @@ from ..audit.archive import ArchiveEntry, ArchiveLimits, Query, archive_entries,
 from ..compaction.ledger import LITERAL_MAX_CHARS
 from ..literals import Literal
 from ..turns import Turn, call_text
-from .evaluate import occurs  # the gold's own test: shares agree with eval's recall
+from .gold import occurs  # the gold's own test: shares agree with eval's recall
 
 TOP = 5
 EVAL_KEY = b"archive-eval"  # hashes only: the eval's archive lives in memory for one cut
@@ -94,7 +94,7 @@ def context_words(entry: ArchiveEntry, count: int = 3) -> list[str]:
 
 def measure_cut(turns: Sequence[Turn], literals: Sequence[Literal], gold: Sequence[Any],
                 context: str, conversation_id: str = "eval") -> tuple[ArchiveShares, list[str]]:
-    """The shares of one cut's ID-like ``gold`` (``evaluate.Gold``), the literals its span's
+    """The shares of one cut's ID-like ``gold`` (``gold.Gold``), the literals its span's
     scan extracted (``Firewall.pin(...).literals``, turn numbers indexing ``turns``) and the
     composed ``context`` text; returns them with the archived non-sensitive values."""
 

@@ -303,7 +303,7 @@ def _answer(model: Any, turns: Sequence[Turn], question: str) -> str:
 
 
 def _verdict(fact: str, full: str, compacted: str) -> str:
-    from .evaluate import occurs
+    from .gold import occurs
 
     if not occurs(fact, full):
         return "invalid"

@@ -75,7 +75,7 @@ def _given(session: str, summary: str, block: str) -> tuple[str, int]:
     """The text the agent has after a compaction (its summary, the block, and the values the
     block writes escaped, decoded as the model reads them) and the tokens of summary and
     block: scored by the caller, inside the hooks' state directory."""
-    from .evaluate import decoded_values
+    from .gold import decoded_values
     from ..integrations.hooks import load_state
     from ..tokens import count_tokens
 
@@ -87,7 +87,7 @@ def _given(session: str, summary: str, block: str) -> tuple[str, int]:
 def add_hook_contexts(cuts: Sequence[Any], conversation: Any, firewall: Any) -> None:
     """Add the ``hooks`` context to the cuts of ``conversation`` made at the agent's own
     compactions (``frac == AGENT``), in place."""
-    from .evaluate import AGENT
+    from .gold import AGENT
 
     mine = [cut for cut in cuts if cut.frac == AGENT]
     if not mine:

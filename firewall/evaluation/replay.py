@@ -13,7 +13,7 @@ but the count of such skips (``skipped``); a compaction that failed closed is re
 context unchanged.
 
 After each compaction the composed context (summary + ledger + kept turns) is measured against
-the rest of the recording with ``firewall eval``'s gold (``evaluate.gold_set``): the strict gold
+the rest of the recording with ``firewall eval``'s gold (``gold.gold_set``): the strict gold
 (``gold``, ``lost``, ``recall_*``) and its ID-like part (``*_id_like``), in the composed context
 and in the ledger alone (every value it pins: the block writes those that the summary and the
 kept turns do not hold; ``ledger_tokens`` is the block's). ``k`` is the index, in the
@@ -41,7 +41,8 @@ from typing import IO, Any
 
 from ..compaction.budget import Budget, parse_budget
 from ..compaction.compose import turn_tokens
-from .evaluate import SENTENCE_PUNCTUATION, gold_set, id_like, occurs, source_of, uses_after
+from .evaluate import source_of
+from .gold import SENTENCE_PUNCTUATION, gold_set, id_like, occurs, uses_after
 from ..formats import parse_messages
 from ..compaction.ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation

@@ -18,8 +18,8 @@ from typing import Any
 
 from ..compaction.budget import Budget, budget_tokens
 from ..errors import FirewallError
-from .evaluate import (FRACTIONS, COST_SPAN_MIN, Gold, agent_cuts, cut_points, gold_set,
-                       occurs, source_of)
+from .evaluate import COST_SPAN_MIN, source_of
+from .gold import FRACTIONS, Gold, agent_cuts, cut_points, gold_set, occurs
 from ..compaction.ledger import Ledger, LedgerEntry, _Occurrences, is_plain
 from ..compaction.salience import FEATURES, Salience, SpanContext, Term, span_context
 from ..tokens import count_tokens
