@@ -278,3 +278,21 @@ def test_a_listing_entry_in_the_folder_the_agent_works_in_ranks_above_its_far_si
     # same shape and cost: the folder decides
     assert key(by_value[billing[3]]) > key(by_value[docs[3]])
     assert min(key(by_value[v]) for v in billing[1:]) > max(key(by_value[v]) for v in docs)
+
+
+def test_a_listing_of_the_folder_the_agent_named_ranks_its_entries_with_the_few():
+    """The agent named a folder (ls src/billing/); what a later listing shows inside it ranks
+    above the entries of another folder of the same listing."""
+    billing = [f"src/billing/mod_{i}.py" for i in range(5)]
+    docs = [f"docs/guides/page_{i}.md" for i in range(5)]
+    turns = parse_messages([
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"name": "Bash", "id": "1", "arguments": {"command": "ls src/billing/"}}]},
+        {"role": "tool", "tool_call_id": "1", "name": "Bash",
+         "content": "\n".join(billing + docs)},
+    ]).turns
+    ledger = Ledger.new("c")
+    ledger.update(Extractor(load_packs()).scan(turns).literals)  # src/billing/ among them
+    key = contextual_salience(uses(ledger.entries, turns))
+    by_value = {e.value: e for e in ledger.entries}
+    assert min(key(by_value[v]) for v in billing) > max(key(by_value[v]) for v in docs)

@@ -691,7 +691,7 @@ def contextual_salience(used: dict[str, int],
     Required entries come first. The rest are ranked by ``weight / tokens``, where the weight
     doubles for each step up the tiers *listed* (one of more than ``LISTED_MAX`` values of its
     kind in one message: a listing), *specific* (one of few in its message, a tool's value
-    the user also typed, or a listed path in the folder of a path the span used), *used* (first typed by the user, or passed to a tool or repeated by
+    the user also typed, or a listed path in a folder the span used, or used a path of), *used* (first typed by the user, or passed to a tool or repeated by
     the agent: agents re-type what they typed); it is five times as large for an ID-shaped
     value (hard to rebuild from a paraphrase), grows with the square root of how often the
     span showed the value (the working set recurs: on the coding and retail dev sets, later
@@ -710,9 +710,11 @@ def contextual_salience(used: dict[str, int],
     key for key); fitted weights did not beat it held out (``benchmarks/salience_cv.py``).
     """
     listed = getattr(used, "listed", {})
-    # A listing's entries rank with one of few when the span used a path of their folder: the
-    # agent works there, and opens the next file of it (not the 30 siblings of another one).
-    near = {folder(v) for v, bits in used.items() if bits and "/" in v}
+    # A listing's entries rank with one of few when the span used a path of their folder, or
+    # the folder itself: the agent works there, and opens its next file (not the 30 siblings of
+    # another one).
+    near = {f for v, bits in used.items() if bits and "/" in v
+            for f in (folder(v), v.rstrip("/"))}  # a used path's folder, or the used folder
     near.discard("")
 
     def key(entry: LedgerEntry) -> tuple:
