@@ -683,6 +683,16 @@ def folder(value: str) -> str:
     return value.rstrip("/").rpartition("/")[0]
 
 
+def near_folders(used: dict[str, int]) -> set[str]:
+    """Folders the span worked in: a used path's folder, or a used folder itself. A listing's
+    entries there rank with one of few: the agent opens its next file there, not among the 30
+    siblings of another folder."""
+    near = {f for v, bits in used.items() if bits and "/" in v
+            for f in (folder(v), v.rstrip("/"))}
+    near.discard("")
+    return near
+
+
 def contextual_salience(used: dict[str, int],
                         count: TokenCounter = count_tokens) -> Callable[[LedgerEntry], tuple]:
     """Salience with the span's uses, as value per token: a budget is a knapsack, and the
@@ -710,12 +720,7 @@ def contextual_salience(used: dict[str, int],
     key for key); fitted weights did not beat it held out (``benchmarks/salience_cv.py``).
     """
     listed = getattr(used, "listed", {})
-    # A listing's entries rank with one of few when the span used a path of their folder, or
-    # the folder itself: the agent works there, and opens its next file (not the 30 siblings of
-    # another one).
-    near = {f for v, bits in used.items() if bits and "/" in v
-            for f in (folder(v), v.rstrip("/"))}  # a used path's folder, or the used folder
-    near.discard("")
+    near = near_folders(used)
 
     def key(entry: LedgerEntry) -> tuple:
         u = used.get(entry.value, 0)

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..errors import FirewallError
 from .ledger import (ASSISTANT, CALL, LISTED_MAX, USER, VALUE_SEP, LedgerEntry, SpanUses, folder,
-                     id_shaped, occurring, uses, value_text)
+                     id_shaped, near_folders, occurring, uses, value_text)
 from ..tokens import TokenCounter, count_tokens
 
 FORMAT = "literal-firewall salience 1"
@@ -102,7 +102,7 @@ def span_context(entries: Sequence[LedgerEntry], turns: Sequence[Any], *,
     used = uses(entries, turns)
     where = occurring((e.value for e in entries), call_arguments(turns)) if calls else {}
     seen = [e.last_seen for e in entries] + [e.first_seen for e in entries]
-    near = frozenset(folder(v) for v, bits in used.items() if bits and "/" in v) - {""}
+    near = frozenset(near_folders(used))
     return SpanContext(used, where, min(seen, default=0), max(seen, default=0), near)
 
 
