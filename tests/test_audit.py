@@ -43,7 +43,7 @@ MP = multiprocessing.get_context("spawn")
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path, monkeypatch):
     # Nothing in this file may touch the real home: key file and default db go under tmp_path.
-    monkeypatch.setattr(audit, "state_dir", lambda: tmp_path / "state")
+    monkeypatch.setattr(audit.keys, "state_dir", lambda: tmp_path / "state")
     monkeypatch.delenv(audit.DB_ENV, raising=False)
     monkeypatch.delenv(audit.KEY_ENV, raising=False)
 
@@ -301,7 +301,7 @@ def test_migrations_idempotent_on_reopen(tmp_path):
     assert reopened.get(record.id) == record
     with sqlite3.connect(path) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
-        assert names == [name for name, _ in audit.MIGRATIONS]
+        assert names == [name for name, _ in audit.migrations.MIGRATIONS]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -309,7 +309,7 @@ def test_a_log_written_before_the_mixed_script_column_is_upgraded_in_place(tmp_p
     path = tmp_path / "audit.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-        for statement in dict(audit.migrations("sqlite"))["m001_initial"]:
+        for statement in dict(audit.migrations.migrations("sqlite"))["m001_initial"]:
             conn.execute(statement)
         conn.execute("INSERT INTO _migrations VALUES ('m001_initial', 'x')")
     log = SQLiteAuditLog(path, key=KEY)
@@ -421,7 +421,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
     def boom(conn, record):
         raise RuntimeError("summarizer blew up mid-write")
 
-    monkeypatch.setattr(audit, "_insert_attempts", boom)
+    monkeypatch.setattr(audit.sqlite, "_insert_attempts", boom)
     with pytest.raises(RuntimeError):
         log.write(make_record())
     assert _row_counts(tmp_path / "audit.db") == (0, 0, 0)
@@ -458,7 +458,7 @@ def _write_many(spec: str, worker: int, count: int) -> None:
 def _die_mid_write(spec: str, inside: multiprocessing.synchronize.Event) -> None:
     # A stream of records: at the third, its row and literal rows are sent and the writer is
     # killed (-9) before COMMIT.
-    module = audit
+    module = audit.sqlite
     if spec.startswith("postgresql://"):
         from firewall.audit import postgres as module
     insert_attempts = module._insert_attempts

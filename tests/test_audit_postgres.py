@@ -33,7 +33,7 @@ FLEET_KEY = "fleet-key-0123456789abcdef"
 
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path, monkeypatch):
-    monkeypatch.setattr(audit, "state_dir", lambda: tmp_path / "state")
+    monkeypatch.setattr(audit.keys, "state_dir", lambda: tmp_path / "state")
     for name in (audit.DB_ENV, audit.KEY_ENV, audit.KEY_FILE_ENV):
         monkeypatch.delenv(name, raising=False)
 

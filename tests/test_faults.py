@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from firewall import audit
+from firewall.audit import files as audit_files, keys as audit_keys, sqlite as audit_sqlite
 from firewall.audit import AuditError, JSONLAuditLog, MemoryAuditLog, SQLiteAuditLog
 from firewall.errors import CompactionRefused, SummarizerError
 from firewall.compaction.guard import Firewall
@@ -249,7 +250,7 @@ def _hang_inside_transaction(path: str, packs, marker: str) -> None:
         Path(marker).touch()
         time.sleep(60)
 
-    audit._insert_attempts = stall
+    audit_sqlite._insert_attempts = stall
     Firewall(packs, keep_last=2, audit=path).compact(conversation("K", 2),
                                                     summarizer=good_summary)
 
@@ -309,7 +310,7 @@ def test_sqlite_disk_full_keeps_the_compaction_and_reports_it(tmp_path, packs, m
         conn.execute(f"PRAGMA max_page_count = {pages}")
         return conn
 
-    monkeypatch.setattr(audit.sqlite3, "connect", full_connect)
+    monkeypatch.setattr(audit_sqlite.sqlite3, "connect", full_connect)
     original = big_conversation("A", 2)
     result = fw.compact(original, summarizer=good_summary)
     assert result.audit_error and "disk is full" in result.audit_error
@@ -326,7 +327,7 @@ def test_jsonl_disk_full_keeps_the_compaction_and_reports_it(tmp_path, packs, mo
     def enospc(fd, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(audit.os, "write", enospc)
+    monkeypatch.setattr(audit_files.os, "write", enospc)
     original = conversation()
     result = Firewall(packs, keep_last=2, audit=path).compact(original, summarizer=good_summary)
     assert result.audit_error and "disk is full" in result.audit_error
@@ -340,7 +341,7 @@ class _FullSink:
         return 1
 
     def write(self, record):
-        raise audit._os_error(Path("/audit/sink"), OSError(errno.ENOSPC, "No space left"),
+        raise audit_keys._os_error(Path("/audit/sink"), OSError(errno.ENOSPC, "No space left"),
                               "writing a record")
 
 

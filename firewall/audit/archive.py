@@ -142,7 +142,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
     sighting first. ``text_of(lit)``: the text of the turn it was seen in (its ``field`` when a
     JSON value), for the context line. ``secrets``: sensitive values known beyond these
     literals (the ledger's), masked in every context line too."""
-    from . import escape_surrogates, literal_hash
+    from .keys import escape_surrogates, literal_hash
     from ..literals import literal_kind  # the gold's kinds: the kinds an eval reports
 
     literals = list(literals)

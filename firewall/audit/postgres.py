@@ -33,8 +33,9 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from . import (DB_ENV, KEY_ENV, KEY_FILE_ENV, Attempt, AuditLog, AuditRecord, LiteralOutcome,
-                    RecordSummary, _one, _redacted, literal_hash, escape_surrogates, shared_key)
+from .files import _one
+from .keys import DB_ENV, KEY_ENV, KEY_FILE_ENV, escape_surrogates, literal_hash, shared_key
+from .records import Attempt, AuditLog, AuditRecord, LiteralOutcome, RecordSummary, _redacted
 from .migrations import LITERAL_COLUMNS, MIGRATIONS, SUMMARY_COLUMNS, migrations
 from ..errors import AuditError
 from .urls import redacted_url, url_passwords, without_passwords
