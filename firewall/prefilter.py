@@ -7,7 +7,9 @@ RE2 sets (groups), each reporting in one pass which of its patterns match anywhe
 only run when one of its rules survived the keyword stage. The patterns handed to RE2 are
 widened (``compiled.relax``) so that RE2 finding no match proves `regex` finds none: the plain
 form on ASCII text, the ``unicode`` form (every shorthand and class also matching any non-ASCII
-character) on other text. Ineligible patterns go straight to `regex`.
+character) on other text. Ineligible patterns go straight to `regex`. With Hyperscan installed
+(``multimatch``), once its database is ready one pass answers for every rule's pattern, its
+keywords and its locators at once, and the RE2 sets serve only what the database lacks.
 
 Why groups: one RE2 set's DFA tracks every pattern at once, so over real text it keeps building
 states for combinations of partial matches; with a hundred patterns those fill its memory
