@@ -113,18 +113,18 @@ class Prefilter:
                 multimatch.wait(key, timeout)
         return self._multimatch(False) is not None
 
-    def _multimatch(self, unicode: bool = False, size: int = 0) -> tuple[Any, ...] | None:
+    def _multimatch(self, unicode: bool = False, chars: int = 0) -> tuple[Any, ...] | None:
         """The Hyperscan database of the ASCII patterns, keywords and locator conditions
         (``unicode``: the widened patterns and locators, for the UTF-8 bytes of other text)
         once it is ready (see ``multimatch``), with the rules it cannot judge: (database,
         rules whose pattern it lacks, keyed rules whose keywords it lacks, per condition the
-        rules it tests). ``size``: the length of the text about to be judged."""
+        rules it tests). ``chars``: the length of the text about to be judged."""
         multi = self._multi[unicode]
         if multi is not None:
             return multi
         key = self._multi_key[unicode]
         if key is False:
-            self._seen += size
+            self._seen += chars
             if self._seen < MULTIMATCH_AFTER:
                 return None
             # only the patterns an RE2 set holds: RE2 accepting one vouches for its syntax
