@@ -107,6 +107,7 @@ class SecretIndex:
     def __init__(self, secrets: list[str]) -> None:
         self.secrets = [s for s in dict.fromkeys(secrets) if len(s) >= SECRET_MIN_CHARS]
         self._joined = self._SEP + self._SEP.join(self.secrets) + self._SEP
+        self._automaton = None
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -118,7 +119,17 @@ class SecretIndex:
             return False
         if self._SEP not in value and value in self._joined:
             return True
-        return any(s in value for s in self.secrets)
+        if len(self.secrets) < 8:
+            return any(s in value for s in self.secrets)
+        if self._automaton is None:  # many secrets: one pass over the value finds any of them
+            import ahocorasick
+
+            automaton = ahocorasick.Automaton()
+            for secret in self.secrets:
+                automaton.add_word(secret, len(secret))
+            automaton.make_automaton()
+            self._automaton = automaton
+        return next(self._automaton.iter(value), None) is not None
 
 
 # ── the kind of a literal string (the kinds an eval reports its gold by) ──────────────────────
@@ -139,6 +150,7 @@ _KINDS = (
                                  r"|[A-Za-z][A-Za-z0-9]*_+|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*"
                                  r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")),
 )
+
 
 def literal_kind(text: str) -> str:
     """``email``, ``uuid_hex``, ``numeric``, ``path``, ``alnum_code`` (a code with a digit, or

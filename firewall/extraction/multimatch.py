@@ -64,17 +64,13 @@ class PatternDatabase:
             import hyperscan
 
             scratch = self._scratch.value = hyperscan.Scratch(self._database)
-        hits: list[int] = []
-        append = hits.append
+        found: list[set[int]] = [set() for _ in range(2 + CONDITIONS)]
+        adders = [rules.add for rules in found]
+        size = self.size
 
         def on_match(id_: int, start: int, end: int, flags: int, context: object) -> None:
-            append(id_)
+            adders[id_ // size](id_ % size)  # one call per pattern (single match)
         self._database.scan(data, match_event_handler=on_match, scratch=scratch)
-        size = self.size
-        found: list[set[int]] = [set() for _ in range(2 + CONDITIONS)]
-        for id_ in hits:
-            kind, rule = divmod(id_, size)
-            found[kind].add(rule)
         return found
 
 

@@ -7,7 +7,9 @@ RE2 sets (groups), each reporting in one pass which of its patterns match anywhe
 only run when one of its rules survived the keyword stage. The patterns handed to RE2 are
 widened (``regex_syntax.relax``) so that RE2 finding no match proves `regex` finds none: the plain
 form on ASCII text, the ``unicode`` form (every shorthand and class also matching any non-ASCII
-character) on other text. Ineligible patterns go straight to `regex`.
+character) on other text. Ineligible patterns go straight to `regex`. With Hyperscan installed
+(``multimatch``), once its database is ready one pass answers for every rule's pattern, its
+keywords and its locators at once, and the RE2 sets serve only what the database lacks.
 
 Why groups: one RE2 set's DFA tracks every pattern at once, so over real text it keeps building
 states for combinations of partial matches; with a hundred patterns those fill its memory
@@ -39,9 +41,9 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 _UNSAFE_CHARS = "\x0b\x1c\x1d\x1e\x1f"  # each tested with ``in`` (a memchr)
 GROUP_SIZE = 16  # patterns per RE2 set
 SET_MEMORY = 16 << 20  # each set's RE2 budget (program and DFA cache)
-# ASCII texts a prefilter sees before it asks for its Hyperscan database: a short-lived
-# extractor (a pack's examples checked, a one-line scan) never starts a compile
-MULTIMATCH_AFTER = 64
+# text a prefilter judges before it asks for its Hyperscan databases: a short-lived extractor
+# (a pack's examples checked, a test, a one-line scan) never starts a compile; a session does
+MULTIMATCH_AFTER = 256_000  # characters
 
 
 def ascii_bytes(text: str) -> bytes | None:
@@ -95,7 +97,7 @@ class Prefilter:
             if keyword_set is not None and not any(sources[i] is not None for i in outside):
                 self._keyword_set = (keyword_set, members)
         self._ascii = self._patterns([r.re2_source for r in rules])
-        self._texts = 0  # ASCII texts seen before the database is requested
+        self._seen = 0  # characters of text seen before the databases are requested
         # per form (ASCII, unicode): the multimatch key (False: not requested yet), database
         self._multi_key: list[str | None | bool] = [False, False]
         self._multi: list[tuple[Any, ...] | None] = [None, None]
@@ -103,7 +105,7 @@ class Prefilter:
     def wait_multimatch(self, timeout: float | None = None) -> bool:
         """Ask for the Hyperscan databases now and wait until they are ready (benchmarks,
         tests); False when there is none (no Hyperscan, no cache, or nothing it could hold)."""
-        self._texts = max(self._texts, MULTIMATCH_AFTER)
+        self._seen = max(self._seen, MULTIMATCH_AFTER)
         for unicode in (False, True):
             self._multimatch(unicode)
             key = self._multi_key[unicode]
@@ -111,19 +113,19 @@ class Prefilter:
                 multimatch.wait(key, timeout)
         return self._multimatch(False) is not None
 
-    def _multimatch(self, unicode: bool = False) -> tuple[Any, ...] | None:
+    def _multimatch(self, unicode: bool = False, chars: int = 0) -> tuple[Any, ...] | None:
         """The Hyperscan database of the ASCII patterns, keywords and locator conditions
         (``unicode``: the widened patterns and locators, for the UTF-8 bytes of other text)
         once it is ready (see ``multimatch``), with the rules it cannot judge: (database,
         rules whose pattern it lacks, keyed rules whose keywords it lacks, per condition the
-        rules it tests)."""
+        rules it tests). ``chars``: the length of the text about to be judged."""
         multi = self._multi[unicode]
         if multi is not None:
             return multi
         key = self._multi_key[unicode]
         if key is False:
-            self._texts += 1
-            if self._texts < MULTIMATCH_AFTER:
+            self._seen += chars
+            if self._seen < MULTIMATCH_AFTER:
                 return None
             # only the patterns an RE2 set holds: RE2 accepting one vouches for its syntax
             patterns = self._unicode if unicode else self._ascii
@@ -188,7 +190,7 @@ class Prefilter:
         if ascii_data is False:
             ascii_data = ascii_bytes(text)
         if ascii_data is not None:
-            multi = self._multimatch()
+            multi = self._multimatch(False, len(text))
             if multi is not None:  # one Hyperscan pass for every pattern and keyword
                 database, unjudged, unkeyed, tested, _ = multi
                 patterns, keyed, *passed = database.matched(ascii_data)
@@ -212,7 +214,7 @@ class Prefilter:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: `regex` alone decides
                 return sorted(allowed)
-            multi = self._multimatch(unicode=True)
+            multi = self._multimatch(True, len(text))
             if multi is not None:
                 database, unjudged, _, tested, patterns = multi
                 found, _, *passed = database.matched(data)
