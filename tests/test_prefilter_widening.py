@@ -1,8 +1,8 @@
 """Patterns RE2 lacks, widened for the prefilter: it only narrows which rules run."""
 
-from firewall.compiled import widen_backreferences
-from firewall.extract import Extractor
-from firewall.packs import Pack, parse_pack
+from firewall.extraction.compiled import widen_backreferences
+from firewall.extraction.extract import Extractor
+from firewall.extraction.packs import Pack, parse_pack
 
 
 def test_a_backreference_becomes_a_copy_of_its_group():

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from .archive import DEFAULT_LIMIT, MAX_LIMIT, Query
+from ..audit.archive import DEFAULT_LIMIT, MAX_LIMIT, Query
 from ..options import add_audit_options, missing_log_file
 
 EXIT_OK, EXIT_NONE = 0, 1
@@ -30,7 +30,7 @@ def _limit(text: str) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from . import escape_surrogates, open_audit_log
+    from ..audit import escape_surrogates, open_audit_log
 
     missing = missing_log_file(args.audit_db)
     if missing is not None:  # reading must not create the log
