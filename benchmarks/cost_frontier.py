@@ -36,7 +36,8 @@ from firewall.evaluation.evaluate import oracle_ledger, turn_text  # noqa: E402
 from firewall.evaluation.gold import cut_points, gold_set, occurs
 from firewall.formats import read_conversations  # noqa: E402
 from firewall.compaction.guard import Firewall  # noqa: E402
-from firewall.compaction.ledger import Ledger, uses  # noqa: E402
+from firewall.compaction.ledger import Ledger  # noqa: E402
+from firewall.compaction.span_uses import uses
 from firewall.tokens import count_tokens  # noqa: E402
 
 NAIVE_SPLIT = re.compile(r"""[\s"'\[\]{}(),:;]+""")

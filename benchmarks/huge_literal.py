@@ -37,7 +37,8 @@ rules:
 
 def _step(name: str, size: int, out: multiprocessing.Queue) -> None:
     from firewall import Firewall
-    from firewall.compaction.ledger import LedgerEntry, _carriers, uses
+    from firewall.compaction.ledger import LedgerEntry, _carriers
+    from firewall.compaction.span_uses import uses
     from firewall.extraction.packs import load_pack
     from firewall.turns import Turn
     from firewall.compaction.validate import validate

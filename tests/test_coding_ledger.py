@@ -10,7 +10,8 @@ from firewall.errors import PackError
 from firewall.extraction.extract import Extractor
 from firewall.formats import parse_messages
 from firewall.compaction.guard import Firewall
-from firewall.compaction.ledger import Ledger, LedgerEntry, contextual_salience, uses
+from firewall.compaction.ledger import Ledger, LedgerEntry
+from firewall.compaction.span_uses import contextual_salience, uses
 from firewall.extraction.packs import Pack, load_packs, parse_pack
 from firewall.turns import ToolCall, Turn
 

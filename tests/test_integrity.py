@@ -17,8 +17,8 @@ from hypothesis import given, settings, strategies as st
 from firewall import Firewall
 from firewall.audit import MemoryAuditLog
 from firewall.cli import main
-from firewall.compaction.ledger import (ANCHOR_CHARS, LITERAL_MAX_CHARS, Ledger, LedgerEntry, _carriers,
-                             _Occurrences, uses)
+from firewall.compaction.ledger import ANCHOR_CHARS, LITERAL_MAX_CHARS, Ledger, LedgerEntry, _carriers, _Occurrences
+from firewall.compaction.span_uses import uses
 from firewall.extraction.packs import load_pack
 from firewall.compaction.records import literal_outcomes
 from firewall.tokens import count_tokens

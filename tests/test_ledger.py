@@ -536,7 +536,7 @@ def test_new_ledger_block_is_compact_and_decimal():
 def test_span_salience_prefers_used_and_specific_values_over_listings():
     from types import SimpleNamespace
 
-    from firewall.compaction.ledger import contextual_salience, uses
+    from firewall.compaction.span_uses import contextual_salience, uses
 
     led = make([lit(f"{1000000 + i}", 2, "tool", tool="catalog", rule="core/number-id")
                 for i in range(10)]
@@ -552,7 +552,7 @@ def test_span_salience_prefers_used_and_specific_values_over_listings():
 def test_a_listing_starts_above_listed_max_values_of_one_kind_in_one_message(shown, listing):
     """Three ids of one kind in one result are a choice; a fourth makes them a listing, whose
     values weigh half as much (same id, same cost, same everything else)."""
-    from firewall.compaction.ledger import LISTED_MAX, contextual_salience, uses
+    from firewall.compaction.span_uses import LISTED_MAX, contextual_salience, uses
 
     assert LISTED_MAX == 3
     led = make([lit(f"{1000000 + i}", 2, "tool", tool="catalog", rule="core/number-id")

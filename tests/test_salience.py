@@ -12,7 +12,8 @@ from firewall.cli import main
 from firewall.formats import parse_messages
 from firewall.compaction.guard import Firewall, is_own_message
 from firewall.integrations.hooks import run_hook
-from firewall.compaction.ledger import Ledger, LedgerEntry, contextual_salience, uses
+from firewall.compaction.ledger import Ledger, LedgerEntry
+from firewall.compaction.span_uses import contextual_salience, uses
 from firewall.compaction.salience import (DEFAULT_PATH, ENV, FEATURES, Salience, SalienceError, Term,
                                default_salience, load_salience, salience_from_env, span_context)
 

@@ -30,7 +30,8 @@ from ..errors import AuditError, CompactionRefused, FirewallError, SummarizerErr
 from ..extraction.extract import Extractor, ScanMemo, Scanner
 from ..json_values import scalar_leaves
 from ..formats import FORMATS, parse_messages
-from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, find_blocks, uses
+from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, LedgerEntry, find_blocks
+from .span_uses import uses
 from ..literals import Literal
 from ..extraction.packs import Pack, load_packs
 from .placeholders import Placeholders, uncut

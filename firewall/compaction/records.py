@@ -22,7 +22,8 @@ from ..audit import (Attempt, AuditRecord, LiteralOutcome, PackRef, VerdictSumma
                     escape_surrogates, installation_key)
 from ..extraction.confusables import mixed_script
 from ..errors import AuditError
-from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger, occurring
+from .ledger import LITERAL_MAX_CHARS, Eviction, Ledger
+from .span_uses import occurring
 from ..literals import Literal, SecretIndex
 from ..tokens import count_tokens
 from .validate import Verdict, occurs

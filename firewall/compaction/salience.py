@@ -16,7 +16,7 @@ times ``exp(bias)``. With ``"link": "odds"`` the product is the score itself; wi
 then to the latest seen.
 
 The shipped default, ``salience.json`` in the package, is the hand-set weighting the ledger
-has always used (see ``ledger.contextual_salience``), written as such terms: the same order,
+has always used (see ``span_uses.contextual_salience``), written as such terms: the same order,
 byte for byte. ``firewall salience fit LOG...`` fits a logistic model on recorded
 conversations, whose labels are free: an entry pinned at a cut is positive when a later tool
 call uses its value (DESIGN.md's gold). ``--salience FILE`` (``$FIREWALL_SALIENCE`` for the
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FirewallError
-from .ledger import (ASSISTANT, CALL, LISTED_MAX, USER, VALUE_SEP, LedgerEntry, SpanUses, folder,
-                     id_shaped, near_folders, occurring, uses, value_text)
+from .ledger import VALUE_SEP, LedgerEntry, value_text
+from .span_uses import ASSISTANT, CALL, LISTED_MAX, USER, SpanUses, folder, id_shaped, near_folders, occurring, uses
 from ..tokens import TokenCounter, count_tokens
 
 FORMAT = "literal-firewall salience 1"
