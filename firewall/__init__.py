@@ -20,12 +20,13 @@ _EXPORTS = {
     "Conversation": "turns", "Turn": "turns", "ToolCall": "turns",
     "parse_messages": "formats", "read_conversations": "formats",
     # rules and extraction
-    "Pack": "extraction.packs", "load_packs": "extraction.packs", "Extractor": "extraction.extract", "Scanner": "extraction.extract",
-    "Literal": "literals",
+    "Pack": "extraction.packs", "load_packs": "extraction.packs",
+    "Extractor": "extraction.extract", "Scanner": "extraction.extract", "Literal": "literals",
     # ledger, validation, the guard
-    "Ledger": "compaction.ledger", "Budget": "compaction.budget", "validate": "compaction.validate", "Verdict": "compaction.validate",
-    "Finding": "compaction.validate",
-    "Firewall": "compaction.guard", "CompactionResult": "compaction.guard", "CallableSummarizer": "compaction.guard",
+    "Ledger": "compaction.ledger", "Budget": "compaction.budget",
+    "validate": "compaction.validate", "Verdict": "compaction.validate",
+    "Finding": "compaction.validate", "Firewall": "compaction.guard",
+    "CompactionResult": "compaction.plan", "CallableSummarizer": "compaction.guard",
     "Trigger": "compaction.trigger",
     # summarizers
     "Summarizer": "summarizers.base", "SummaryRequest": "summarizers.base",

@@ -212,7 +212,7 @@ def test_check_a_string_the_conversation_holds_is_not_a_mutation(packs):
 
 
 def test_strict_requires_every_literal_worth_pinning_not_every_literal():
-    from firewall.compaction.guard import worth_pinning
+    from firewall.compaction.plan import worth_pinning
 
     messages = [
         {"role": "user", "content": "Where is my order?"},
@@ -570,9 +570,9 @@ def test_the_numbers_a_firewall_remembers_are_bounded_least_recently_used_first(
                                                                                 monkeypatch):
     """Without a log, a firewall numbers each conversation's compactions itself, for at most
     NUMBERED_MAX conversations: past that, the one numbered least recently is forgotten."""
-    from firewall.compaction import guard
+    from firewall.compaction import plan
 
-    monkeypatch.setattr(guard, "NUMBERED_MAX", 2)
+    monkeypatch.setattr(plan, "NUMBERED_MAX", 2)
     fw = Firewall(packs)
     assert [fw.next_compaction(c) for c in ("A", "B", "A")] == [1, 1, 2]  # two fit
     assert fw.next_compaction("C") == 1  # B, numbered before A's last, is forgotten

@@ -15,7 +15,7 @@ from openai import AsyncOpenAI  # noqa: E402
 
 import firewall  # noqa: E402
 from firewall.audit import MemoryAuditLog  # noqa: E402
-from firewall.compaction.guard import ledger_blocks  # noqa: E402
+from firewall.compaction.plan import ledger_blocks
 from firewall.integrations.openai_agents import (  # noqa: E402
     VENDOR_PATH, GuardedCompactionSession, GuardedSession, guard_session)
 

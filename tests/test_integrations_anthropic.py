@@ -24,7 +24,7 @@ from firewall.compaction.ledger import Ledger
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")
 
-from firewall.compaction.guard import REQUIRED_INSTRUCTIONS  # noqa: E402
+from firewall.compaction.plan import REQUIRED_INSTRUCTIONS
 from firewall.integrations.anthropic_server import (  # noqa: E402
     BETA, DEFAULT_PROMPT, NO_TOOLS, ON_DEMAND_BETA, AsyncGuardedAnthropic, GuardedAnthropic,
     IntegrationError)

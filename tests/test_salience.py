@@ -10,7 +10,8 @@ import pytest
 
 from firewall.cli import main
 from firewall.formats import parse_messages
-from firewall.compaction.guard import Firewall, is_own_message
+from firewall.compaction.guard import Firewall
+from firewall.compaction.plan import is_own_message
 from firewall.integrations.hooks import run_hook
 from firewall.compaction.ledger import Ledger, LedgerEntry
 from firewall.compaction.span_uses import contextual_salience, uses

@@ -293,7 +293,7 @@ def test_scripted_async_and_validation():
 ])
 def test_a_clipped_value_never_holds_a_truncated_token(argument):
     # a value cut inside an ID would write a wrong, shorter one: cut between tokens, or drop it
-    from firewall.compaction.guard import source_texts
+    from firewall.compaction.plan import source_texts
     from firewall.compaction.validate import validate
 
     literal = argument.split()[3] if " " in argument else argument

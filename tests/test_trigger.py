@@ -516,7 +516,7 @@ def test_a_failing_summarizer_is_not_called_before_every_model_call(fw):
 
 
 def test_the_back_off_doubles_up_to_its_cap_of_32_messages(fw):
-    from firewall.compaction.guard import BACK_OFF_MAX
+    from firewall.compaction.plan import BACK_OFF_MAX
 
     messages, ledger, down = native(), Ledger.new("capped"), Down()
     trigger = Trigger(window=tokens(messages) - 1, watermark=1.0)

@@ -40,7 +40,8 @@ from typing import Any
 
 from ..errors import FirewallError
 from .ledger import VALUE_SEP, LedgerEntry, value_text
-from .span_uses import ASSISTANT, CALL, LISTED_MAX, USER, SpanUses, folder, id_shaped, near_folders, occurring, uses
+from .span_uses import (ASSISTANT, CALL, LISTED_MAX, USER, SpanUses, folder, id_shaped,
+                        near_folders, occurring, uses)
 from ..tokens import TokenCounter, count_tokens
 
 FORMAT = "literal-firewall salience 1"

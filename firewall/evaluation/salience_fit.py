@@ -67,7 +67,7 @@ def collect(conversation: Conversation, firewall: Any, *, source: str = "",
             fractions: Sequence[float] = FRACTIONS, budget: int | str | Budget = Budget(),
             label: str = "strict") -> list[Sample]:
     """The samples of one conversation, at ``firewall eval``'s cuts."""
-    from ..compaction.guard import is_own_message
+    from ..compaction.plan import is_own_message
 
     turns = conversation.turns
     start = 0

@@ -21,7 +21,8 @@ from .checksums import CHECKSUMS
 from ..errors import PackError
 from .regex_syntax import INLINE_FLAGS, group_end, drop_leading_optional, relax
 from .locate import Locator, build_locator
-from .pack_format import ALLOWLIST_REGEX_FIELDS, EntityRule, JsonKeyRule, Pack, RegexRule, TermsRule
+from .pack_format import (ALLOWLIST_REGEX_FIELDS, EntityRule, JsonKeyRule, Pack, RegexRule,
+                          TermsRule)
 
 # `requires:` tests: cheaper after a match than lookaheads before every candidate position
 def _requirement(test, ascii_members: str):

@@ -67,7 +67,7 @@ from ..compaction.compose import turn_tokens
 from ..errors import CompactionRefused, IntegrationError
 from ..extras import import_extra
 from ..formats import parse_messages
-from ..compaction.guard import REQUIRED_INSTRUCTIONS, source_texts
+from ..compaction.plan import REQUIRED_INSTRUCTIONS, source_texts
 from ..compaction.ledger import Eviction, Ledger, LedgerEntry
 from ..literals import Literal
 from ..compaction.records import AttemptResult, build_record, held_values, write_record

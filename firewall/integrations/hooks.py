@@ -206,7 +206,7 @@ def _update(state: SessionState, event: dict[str, Any], fw: Any) -> TranscriptCh
     """Extract from the transcript lines not read yet into the session's ledger (kept up to
     date between compactions: the MCP server serves it). The compaction's ledger is built by
     ``_pin_compaction`` when the summary is known."""
-    from ..compaction.guard import ledger_blocks
+    from ..compaction.plan import ledger_blocks
 
     path = event.get("transcript_path")
     if not path:

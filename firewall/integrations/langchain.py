@@ -35,7 +35,8 @@ from typing import Annotated, Any
 from typing_extensions import NotRequired
 
 from ..formats import langchain as lc_format
-from ..compaction.guard import CompactionResult, Firewall
+from ..compaction.guard import Firewall
+from ..compaction.plan import CompactionResult
 from ..compaction.ledger import Ledger
 from ..tokens import count_tokens
 from ..summarizers._prompt import SYSTEM_PROMPT, build_user_prompt, render_transcript

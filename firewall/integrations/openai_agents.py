@@ -33,7 +33,7 @@ from typing import Any
 
 from ..compaction.compose import turn_tokens
 from ..formats.openai_responses import message_item, to_turns
-from ..compaction.guard import ledger_blocks
+from ..compaction.plan import ledger_blocks
 from ..compaction.ledger import Ledger
 from ..compaction.records import AttemptResult, build_record, write_record
 from .anthropic_server import to_param

@@ -52,7 +52,7 @@ from typing import Any
 from ..compaction.compose import turn_tokens
 from ..extras import import_extra
 from ..formats.openai_responses import message_item, to_turns
-from ..compaction.guard import ledger_blocks
+from ..compaction.plan import ledger_blocks
 from ..compaction.ledger import Eviction, Ledger
 from ..literals import Literal
 from ..turns import Turn
