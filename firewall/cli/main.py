@@ -196,5 +196,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
