@@ -660,7 +660,7 @@ def add_hooks_commands(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m firewall.hooks ...``: the ``firewall hooks`` commands without the full CLI."""
+    """``python -m firewall.integrations.hooks ...``: the ``firewall hooks`` commands without the full CLI."""
     parser = argparse.ArgumentParser(prog="firewall")
     add_hooks_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["hooks", *(sys.argv[1:] if argv is None else argv)])
