@@ -8,23 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import regex
-
 from ..evaluation.gold import FRACTIONS, cut_points, gold_set
 from ..extraction.extract import Extractor
 from ..extraction.packs import Pack
 from ..turns import Conversation
-
-MIN_LENGTH = 4
-_FREE_TEXT_SPLIT = regex.compile(r"""[\s"'`()\[\]{}<>]+""")
-_TRAILING = ".,;:!?"
-_TOKEN = regex.compile(r"(?P<d>\d+)|(?P<w>[A-Za-z]+(?:_[A-Za-z]+)*)|(?P<o>.)", regex.DOTALL)
-_PLAIN_WORDS = regex.compile(r"[^\W\d]+(?:[ '’./-][^\W\d]+)*")  # no digit, no symbol
-_CONTEXT_WORD = regex.compile(r"([A-Za-z]{3,20})[^\w\n]{1,4}$")
-_STOP = frozenset("the and are was were is for with your you our has have had its this that "
-                  "from into onto not but any all can will".split())
-_SPECIAL = frozenset("\\.^$*+?{}[]|()")
-_WINDOWS = (48, 24, 10)
 
 
 MIN_PRECISION = 0.5  # a rule is proposed only if more than this share of what it pins is gold
