@@ -33,8 +33,8 @@ from .trigger import BACKING_OFF, Decision, Trigger
 from ..turns import Conversation, Turn
 from .validate import Verdict, validate
 from .loop import CompactionLoop
-from .plan import (CompactionResult, Pinned, _Failing, _remember, is_own_message, source_texts,
-                   worth_pinning)
+from .plan import (BackOff, CompactionResult, is_own_message, Pinned, remember_number,
+                   source_texts, worth_pinning)
 
 Policy = TypingLiteral["reinject", "repair", "keep_source", "raise"]
 POLICIES: tuple[str, ...] = ("reinject", "repair", "keep_source", "raise")
@@ -83,7 +83,7 @@ class Firewall(CompactionLoop):
         # per ledger, the trigger's compactions in a row whose summarizer gave nothing usable,
         # when to try again, and why: a failing vendor is not called before every model call
         # (see _due)
-        self._failing: OrderedDict[str, _Failing] = OrderedDict()
+        self._failing: OrderedDict[str, BackOff] = OrderedDict()
         self.budget_tokens, self.max_retries, self.policy = budget_tokens, max_retries, policy
         self.keep_last, self.keep_tokens, self.required_mode = keep_last, keep_tokens, required
         self.placeholders = placeholders
@@ -239,7 +239,7 @@ class Firewall(CompactionLoop):
                 pass  # the write will report it
         with self._memo_lock:
             number = max(number, self._numbers.get(conversation_id, 0) + 1)
-            _remember(self._numbers, conversation_id, number)
+            remember_number(self._numbers, conversation_id, number)
         return number
 
     def recall(self, query: str, *, conversation: str | None = None, kind: str | None = None,

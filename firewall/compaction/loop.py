@@ -23,10 +23,11 @@ from ..summarizers.base import RequiredLiteral, Summary, SummaryRequest
 from ..tokens import count_tokens
 from ..turns import Turn, call_text
 from .validate import validate
-from .plan import (BACK_OFF_MAX, CompactionResult, INSTRUCTIONS, REQUIRED_INSTRUCTIONS,
-                   SUMMARY_HEADER, _Failing, _OWN_SUMMARY, _Plan, _composed_tokens, _failures,
-                   _feedback, _first_turn, _remember, _snippet, _unserializable,
-                   earlier_compaction, source_texts, summarizer_path, _repair)
+from .plan import (BACK_OFF_MAX, INSTRUCTIONS, OWN_SUMMARY, REQUIRED_INSTRUCTIONS, SUMMARY_HEADER,
+                   BackOff, CompactionPlan, CompactionResult, composed_tokens, earlier_compaction,
+                   first_span_turn, reask_feedback, remember_number, repaired_summary,
+                   snippet_around, source_texts, summarizer_path, unserializable_turn,
+                   verdict_failures)
 
 
 class CompactionLoop:
@@ -36,7 +37,7 @@ class CompactionLoop:
     # ── the loop (sans-IO) ──────────────────────────────────────────────────────────────
 
     def _plan(self, messages: Any, ledger: Ledger | None, keep_last: int | None,
-              compaction: int | None, tail_start: int | None = None) -> _Plan:
+              compaction: int | None, tail_start: int | None = None) -> CompactionPlan:
         conversation = self.conversation(messages)
         ledger = ledger if ledger is not None else Ledger.new(conversation.id)
         if tail_start is None:
@@ -63,10 +64,10 @@ class CompactionLoop:
         pinned, salience = self._extract(ledger, scanned, seen=None,
                                          offset=scan_from + (earlier.shift if earlier else 0))
         pinned_values = set(ledger.values())  # not a literal too long to pin: its turn stays
-        plan = _Plan(conversation, span, pinned, ledger, [], number, None,
+        plan = CompactionPlan(conversation, span, pinned, ledger, [], number, None,
                      [turn_tokens(t) for t in conversation.turns], request_turns,
                      list(source_texts(request_turns)), earlier,
-                     refused=_unserializable(conversation.turns, span),
+                     refused=unserializable_turn(conversation.turns, span),
                      budget=self.budget_for(scanned), salience=salience)
         # a withheld turn's literals stay in it, verbatim: the summary cannot be asked for them
         plan.required = [l for l in self.required_of(pinned.literals, conversation)
@@ -88,7 +89,7 @@ class CompactionLoop:
         summaries = []
         for i in range(span.start, span.end):
             turn = turns[i]
-            if turn.role == "user" and _OWN_SUMMARY.match(turn.text):
+            if turn.role == "user" and OWN_SUMMARY.match(turn.text):
                 blocks = find_blocks(turn.text, ledger.nonce, ledger.key)  # Anthropic: one turn
                 summaries.append((i, turn.text[:blocks[0][0]] if blocks else turn.text))
         wanted = [e for e in ledger.entries if e.value not in taken and self.is_required(e)]
@@ -106,8 +107,8 @@ class CompactionLoop:
                                        priority=entry.priority))
         return carried
 
-    def _placeholders(self, plan: _Plan) -> tuple[Placeholders,
-                                                  dict[int, dict[str, list[tuple[int, int, str]]]]]:
+    def _placeholders(self, plan: CompactionPlan
+                      ) -> tuple[Placeholders, dict[int, dict[str, list[tuple[int, int, str]]]]]:
         """This compaction's placeholder table, and where each turn of the span holds a
         secret (read back from the extractor's memo of each turn's scan)."""
         ledger = plan.ledger
@@ -128,10 +129,11 @@ class CompactionLoop:
                         (lit.start, lit.end, lit.value))
         return placeholders, spans
 
-    def _request(self, plan: _Plan, attempt: int, previous: AttemptResult | None) -> SummaryRequest:
+    def _request(self, plan: CompactionPlan, attempt: int,
+                 previous: AttemptResult | None) -> SummaryRequest:
         turns = tuple(plan.request_turn(i) for i in range(plan.span.start, plan.span.end)
                       if plan.sent(i))
-        required = tuple(RequiredLiteral(plan.mask_value(l.value), l.rule, _snippet(plan, l))
+        required = tuple(RequiredLiteral(plan.mask_value(l.value), l.rule, snippet_around(plan, l))
                          for l in plan.required)
         instructions = INSTRUCTIONS
         if required:
@@ -140,13 +142,13 @@ class CompactionLoop:
         if plan.placeholders and plan.placeholders.table:
             instructions += (f"\nStrings such as {plan.placeholders.example} stand for "
                              "secrets: copy them exactly as they are, brackets included.")
-        feedback = _feedback(plan, previous) if previous is not None else None
+        feedback = reask_feedback(plan, previous) if previous is not None else None
         # the summarizer's own text goes back as it wrote it: placeholders not restored
         return SummaryRequest(turns=turns, required=required, instructions=instructions,
                               attempt=attempt, feedback=feedback,
                               previous=previous.reply if previous and previous.reply else None)
 
-    def _loop(self, plan: _Plan) -> Generator[SummaryRequest, Any, CompactionResult]:
+    def _loop(self, plan: CompactionPlan) -> Generator[SummaryRequest, Any, CompactionResult]:
         if not len(plan.span):
             return self._result(plan, [], None, set(), "nothing to compact")
         if plan.refused:  # fail closed: no summarizer can read the span, keep it
@@ -165,7 +167,8 @@ class CompactionLoop:
             previous = attempt
         return self._finish(plan, attempts)
 
-    def _judge(self, plan: _Plan, number: int, answer: Any, max_tokens: int) -> AttemptResult:
+    def _judge(self, plan: CompactionPlan, number: int, answer: Any,
+               max_tokens: int) -> AttemptResult:
         if isinstance(answer, BaseException):
             return AttemptResult(number, None, None, error=f"{type(answer).__name__}: {answer}")
         text, usage, model = (answer.text, answer.usage, answer.model) \
@@ -188,11 +191,11 @@ class CompactionLoop:
         return AttemptResult(number, text, verdict, usage=dict(usage or {}), model=model,
                              problems=problems, oversize=oversize, reply=reply)
 
-    def _finish(self, plan: _Plan, attempts: list[AttemptResult]) -> CompactionResult:
+    def _finish(self, plan: CompactionPlan, attempts: list[AttemptResult]) -> CompactionResult:
         last = attempts[-1]
         usable = last.summary is not None and not last.oversize
         if not last.ok and self.policy == "raise":
-            reasons = [f"{f.status} {f.value!r}" for f in _failures(last.verdict)]
+            reasons = [f"{f.status} {f.value!r}" for f in verdict_failures(last.verdict)]
             reasons += last.problems + ([last.error] if last.error else [])
             raise CompactionRefused(f"no acceptable summary after {len(attempts)} attempt(s): "
                                     + "; ".join(reasons), attempts=attempts)
@@ -208,13 +211,13 @@ class CompactionLoop:
         keep = {plan.index(t.turn) for t in plan.pinned.timeouts} | \
             {plan.index(l.turn) for l in plan.pinned.oversize}
         if not last.ok and self.policy == "repair":
-            summary = _repair(summary, last.verdict)
+            summary = repaired_summary(summary, last.verdict)
         elif not last.ok and self.policy == "keep_source":
-            lost = {f.value for f in _failures(last.verdict)}
+            lost = {f.value for f in verdict_failures(last.verdict)}
             keep |= {plan.index(l.turn) for l in plan.required if l.value in lost}
         return self._result(plan, attempts, summary, keep=keep, error=None)
 
-    def _result(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
+    def _result(self, plan: CompactionPlan, attempts: list[AttemptResult], summary: str | None,
                 keep: set[int], error: str | None) -> CompactionResult:
         conversation, span, ledger = plan.conversation, plan.span, plan.ledger
         turns = conversation.turns
@@ -222,12 +225,13 @@ class CompactionLoop:
                               [t.text for t in turns[span.end:]])
         composed_text, after = None, sum(plan.turn_tokens)
         if summary is not None:
-            header = SUMMARY_HEADER.format(first=_first_turn(plan), last=plan.number(span.end - 1))
+            header = SUMMARY_HEADER.format(first=first_span_turn(plan),
+                                           last=plan.number(span.end - 1))
             composed_text = f"{header}\n\n{summary}"
         # the block writes what the rest of the composed context does not hold
         block = self._fit(plan, [composed_text, verbatim] if composed_text else [])
         if composed_text is not None:
-            composed = _composed_tokens(plan, composed_text, block, keep)
+            composed = composed_tokens(plan, composed_text, block, keep)
             grown = self._grown(plan, composed) if plan.must_shrink else None
             if grown is None:
                 after = composed
@@ -260,7 +264,7 @@ class CompactionLoop:
             result.audit_error = result.audit_error or archive_error
         return result
 
-    def _archive(self, plan: _Plan, result: CompactionResult, key: bytes) -> str | None:
+    def _archive(self, plan: CompactionPlan, result: CompactionResult, key: bytes) -> str | None:
         """Write every literal this compaction extracted into the log's archive (beside its
         record); a log without one (JSONL, memory, a plain sink) is skipped. A failure is
         reported like a failed record write, never undoing the compaction."""
@@ -294,7 +298,7 @@ class CompactionLoop:
             return str(exc)
         return None
 
-    def _fit(self, plan: _Plan, beside: Sequence[str]) -> str:
+    def _fit(self, plan: CompactionPlan, beside: Sequence[str]) -> str:
         """Fit the ledger to this compaction's budget, values the texts ``beside`` the block
         hold costing nothing (see ``pin``); returns the block that writes the rest."""
         held = held_values(plan.ledger, beside)
@@ -302,7 +306,7 @@ class CompactionLoop:
                                                salience=plan.salience, held=held)
         return plan.ledger.render(held)
 
-    def _grown(self, plan: _Plan, after: int) -> str | None:
+    def _grown(self, plan: CompactionPlan, after: int) -> str | None:
         """Why a composition of ``after`` tokens would not shrink the conversation (None when
         it would). What its summary and block would cost is remembered per ledger until a
         composition shrinks it: ``compaction_due`` expects the next one to cost as much."""
@@ -312,33 +316,33 @@ class CompactionLoop:
             if after < before:
                 self._costs.pop(nonce, None)
                 return None
-            _remember(self._costs, nonce, after - before + plan.span_tokens)
+            remember_number(self._costs, nonce, after - before + plan.span_tokens)
         return (f"not compacted: the composed context would be {after:,} tokens, not fewer than "
                 f"the {before:,} it replaces (summary and ledger block cost more than the "
                 f"{plan.span_tokens:,}-token span); kept as it was")
 
-    def _back_off(self, plan: _Plan, error: str) -> None:
+    def _back_off(self, plan: CompactionPlan, error: str) -> None:
         """The ``n``-th trigger compaction in a row without a usable summary: this ledger's
         next one waits until the conversation has ``2**n`` more messages (at most
         ``BACK_OFF_MAX``)."""
         nonce = plan.ledger.nonce
         with self._memo_lock:
-            failures = self._failing.get(nonce, _Failing()).failures + 1
+            failures = self._failing.get(nonce, BackOff()).failures + 1
             wait = min(2 ** failures, BACK_OFF_MAX)
-            _remember(self._failing, nonce,
-                      _Failing(failures, len(plan.conversation.turns) + wait, error))
+            remember_number(self._failing, nonce,
+                      BackOff(failures, len(plan.conversation.turns) + wait, error))
 
-    def _renumbered(self, conversation_id: str, plan: _Plan, number: int) -> None:
+    def _renumbered(self, conversation_id: str, plan: CompactionPlan, number: int) -> None:
         for eviction in plan.pinned.evicted:
             eviction.compaction = number
         plan.compaction = number
         with self._memo_lock:
             self._numbers[conversation_id] = max(number, self._numbers.get(conversation_id, 0))
 
-    def _record(self, plan: _Plan, attempts: list[AttemptResult], summary: str | None,
+    def _record(self, plan: CompactionPlan, attempts: list[AttemptResult], summary: str | None,
                 after: int, verbatim: str, error: str | None, block: str,
                 key: bytes) -> AuditRecord:
-        """``after``: the tokens of the conversation the compaction leaves (``_composed_tokens``,
+        """``after``: the tokens of the conversation the compaction leaves (``composed_tokens``,
         which counts the span turns kept verbatim; ``before`` when it failed); ``verbatim``:
         the text of those turns and of the tail."""
         span = plan.span
@@ -347,7 +351,7 @@ class CompactionLoop:
             self, plan.ledger, vendor_path=summarizer_path(plan.summarizer),
             summarizer=type(plan.summarizer).__name__ if plan.summarizer else None,
             compaction=plan.compaction,
-            span=(_first_turn(plan), plan.number(span.end - 1)) if len(span) else None,
+            span=(first_span_turn(plan), plan.number(span.end - 1)) if len(span) else None,
             turns_compacted=len(span), tokens_before=before, tokens_after=after,
             summary=summary, verdict=attempts[-1].verdict if attempts else None,
             evicted=plan.pinned.evicted, unpinned=plan.pinned.oversize, attempts=attempts,

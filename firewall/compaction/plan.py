@@ -30,7 +30,7 @@ BACK_OFF_MAX = 32  # messages a trigger waits for after a run of failed summarie
 STRICT_MIN_PRIORITY = 50
 
 SUMMARY_HEADER = "Summary of the earlier conversation (turns {first}-{last}), compacted:"
-_OWN_SUMMARY = re.compile(re.escape(SUMMARY_HEADER.split("{first}")[0]) + r"-?\d+--?\d+"
+OWN_SUMMARY = re.compile(re.escape(SUMMARY_HEADER.split("{first}")[0]) + r"-?\d+--?\d+"
                           + re.escape(SUMMARY_HEADER.split("{last}")[1]))
 _OWN_BLOCK = "<<<ledger "
 _SUMMARY_HEADER = re.compile(r"Summary of the earlier conversation \(turns (\d+)-(\d+)\), "
@@ -130,7 +130,7 @@ def earlier_compaction(turns: Sequence[Turn], ledger: Ledger) -> Earlier | None:
 
 
 @dataclass
-class _Plan:
+class CompactionPlan:
     """Everything the loop needs, computed before the first summarizer call."""
 
     conversation: Conversation
@@ -244,10 +244,10 @@ def is_own_message(turn: Turn) -> bool:
     these in tool output stays tool output; a block is recognised here even when it is not
     genuine for this ledger (a conversation compacted before without its ledger persisted)."""
     return turn.role == "user" and (turn.text.startswith(_OWN_BLOCK)
-                                    or _OWN_SUMMARY.match(turn.text) is not None)
+                                    or OWN_SUMMARY.match(turn.text) is not None)
 
 
-def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
+def unserializable_turn(turns: Sequence[Turn], span: Span) -> str | None:
     """Why the span cannot go to a summarizer: a tool call whose arguments do not serialize
     (a Python object nested beyond the recursion limit, or circular)."""
     for i in range(span.start, span.end):
@@ -260,13 +260,13 @@ def _unserializable(turns: Sequence[Turn], span: Span) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Failing:
+class BackOff:
     failures: int = 0  # trigger compactions in a row without a usable summary
     retry_at: int = 0  # the next is tried once the conversation has this many messages
     error: str = ""  # the last one's
 
 
-def _composed_tokens(plan: _Plan, summary: str, block: str, keep: set[int]) -> int:
+def composed_tokens(plan: CompactionPlan, summary: str, block: str, keep: set[int]) -> int:
     """The tokens of the conversation once ``summary`` and ``block`` replace the span (turns
     in ``keep`` stay), counted as the live context is: turn by turn."""
     conversation, span = plan.conversation, plan.span
@@ -277,16 +277,16 @@ def _composed_tokens(plan: _Plan, summary: str, block: str, keep: set[int]) -> i
         sum(plan.turn_tokens[i] for i in kept)
 
 
-def _first_turn(plan: _Plan) -> int:
+def first_span_turn(plan: CompactionPlan) -> int:
     """The first turn a summary covers: an earlier summary's first, when it continues one."""
     return plan.earlier.first if plan.earlier is not None else plan.span.start
 
 
-def _failures(verdict: Verdict | None) -> list[Any]:
+def verdict_failures(verdict: Verdict | None) -> list[Any]:
     return [] if verdict is None else list(verdict.missing) + list(verdict.mutated)
 
 
-def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
+def snippet_around(plan: CompactionPlan, lit: Literal, width: int = 60) -> str:
     """Source text around a literal, masked before it is cut: a secret cut in half by the
     window would no longer be recognised, and would leak."""
     index = plan.index(lit.turn)
@@ -301,7 +301,7 @@ def _snippet(plan: _Plan, lit: Literal, width: int = 60) -> str:
         ("…" if end < len(text) else "")
 
 
-def _feedback(plan: _Plan, previous: AttemptResult) -> str:
+def reask_feedback(plan: CompactionPlan, previous: AttemptResult) -> str:
     """What the previous attempt lost, masked piece by piece: the problems quote the
     summarizer's own text; values and sources are masked; a near miss of a secret is described,
     never quoted (its characters are the secret's)."""
@@ -310,10 +310,10 @@ def _feedback(plan: _Plan, previous: AttemptResult) -> str:
         lines.append(f"- it failed: {plan.mask(previous.error)}")
     lines += [f"- {p}" for p in previous.problems]
     by_value = {l.value: l for l in plan.required}
-    for finding in _failures(previous.verdict):
+    for finding in verdict_failures(previous.verdict):
         lit = by_value.get(finding.value)
         value = plan.mask_value(finding.value)
-        source = f" (rule {finding.rule}; source: {_snippet(plan, lit)})" if lit else ""
+        source = f" (rule {finding.rule}; source: {snippet_around(plan, lit)})" if lit else ""
         if finding.status == "mutated" and plan.placeholders and lit and lit.sensitive:
             lines.append(f"- you altered {value} ({finding.reason}): copy it exactly{source}")
         elif finding.status == "mutated":
@@ -325,9 +325,9 @@ def _feedback(plan: _Plan, previous: AttemptResult) -> str:
     return "\n".join(lines)
 
 
-def _repair(summary: str, verdict: Verdict | None) -> str:
+def repaired_summary(summary: str, verdict: Verdict | None) -> str:
     """Strip mutated spans (right to left, so offsets hold) and append the lost literals."""
-    failures = _failures(verdict)
+    failures = verdict_failures(verdict)
     spans = sorted({f.span for f in failures if f.status == "mutated" and f.span}, reverse=True)
     limit = len(summary)
     for start, end in spans:
@@ -347,7 +347,7 @@ def summarizer_path(summarizer: Any) -> str:
     return path if isinstance(path, str) and path else f"custom:{type(summarizer).__name__}"
 
 
-def _remember(memo: OrderedDict[str, Any], key: str, value: Any) -> None:
+def remember_number(memo: OrderedDict[str, Any], key: str, value: Any) -> None:
     """``memo[key] = value`` as the newest entry, the oldest dropped past ``NUMBERED_MAX``
     (the caller holds ``_memo_lock``)."""
     memo[key] = value
