@@ -341,8 +341,9 @@ class _FullSink:
         return 1
 
     def write(self, record):
-        raise audit_keys._os_error(Path("/audit/sink"), OSError(errno.ENOSPC, "No space left"),
-                              "writing a record")
+        raise audit_keys.os_storage_error(Path("/audit/sink"),
+                                          OSError(errno.ENOSPC, "No space left"),
+                                          "writing a record")
 
 
 def test_any_sink_raising_audit_error_keeps_the_compaction(packs):

@@ -13,11 +13,11 @@ from typing import Any
 
 # the schema and its migrations, shared with the PostgreSQL log
 from ..errors import AuditError
-from .keys import _os_error, installation_key, literal_hash
-from .records import AuditRecord, LiteralOutcome, RecordSummary, _redacted
+from .keys import os_storage_error, installation_key, literal_hash
+from .records import AuditRecord, LiteralOutcome, RecordSummary, redacted_record
 
 
-class _Keyed:
+class KeyedLog:
     key: bytes | None  # None: installation_key(), resolved on first use
 
     def _key(self) -> bytes:
@@ -26,7 +26,7 @@ class _Keyed:
         return self.key
 
 
-class _ScanningLog(_Keyed):
+class _ScanningLog(KeyedLog):
     """Queries answered by reading every record in write order; subclasses provide ``_records``."""
 
     def _records(self) -> Iterator[AuditRecord]:
@@ -41,7 +41,7 @@ class _ScanningLog(_Keyed):
 
     def get(self, id_or_prefix: str) -> AuditRecord:
         matches = [r for r in self._records() if r.id.startswith(id_or_prefix)]
-        return _one(self, id_or_prefix, matches)
+        return one_record(self, id_or_prefix, matches)
 
     def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
         value_hash = literal_hash(value, self._key())
@@ -61,7 +61,7 @@ class _ScanningLog(_Keyed):
         raise AuditError(f"audit log {self.path}: {NO_ARCHIVE}")
 
 
-def _one(log: Any, prefix: str, matches: list[Any]) -> Any:
+def one_record(log: Any, prefix: str, matches: list[Any]) -> Any:
     if not prefix or len(matches) > 1:
         raise AuditError(f"audit log {log.path}: id prefix {prefix!r} matches several records; "
                          f"give more characters")
@@ -80,7 +80,7 @@ class MemoryAuditLog(_ScanningLog):
         self.key = key
 
     def write(self, record: AuditRecord) -> None:
-        self.records.append(_redacted(record, self._key()))
+        self.records.append(redacted_record(record, self._key()))
 
     def _records(self) -> Iterator[AuditRecord]:
         return iter(list(self.records))
@@ -98,7 +98,7 @@ class JSONLAuditLog(_ScanningLog):
         return f"JSONLAuditLog({str(self.path)!r})"
 
     def write(self, record: AuditRecord) -> None:
-        line = (_redacted(record, self._key()).model_dump_json() + "\n").encode("utf-8")
+        line = (redacted_record(record, self._key()).model_dump_json() + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -112,7 +112,7 @@ class JSONLAuditLog(_ScanningLog):
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise _os_error(self.path, exc, "writing a record") from exc
+            raise os_storage_error(self.path, exc, "writing a record") from exc
 
     def _records(self) -> Iterator[AuditRecord]:
         try:
@@ -120,7 +120,7 @@ class JSONLAuditLog(_ScanningLog):
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise _os_error(self.path, exc, "reading") from exc
+            raise os_storage_error(self.path, exc, "reading") from exc
         for number, raw in enumerate(data.split(b"\n"), 1):
             if not raw.strip():
                 continue

@@ -47,7 +47,7 @@ def installation_key() -> bytes:
             _create_key(path)
         key = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise _os_error(path, exc, "reading the audit key") from exc
+        raise os_storage_error(path, exc, "reading the audit key") from exc
     if not key:
         raise AuditError(f"audit key {path} is empty: delete it (a new one is created) "
                          f"or set {KEY_ENV}")
@@ -123,15 +123,15 @@ def literal_hash(value: str, key: bytes) -> str:
 # --------------------------------------------------------------------------- records
 
 
-def _hint(path: Path, action: str, reason: str, cause: object) -> AuditError:
+def storage_error(path: Path, action: str, reason: str, cause: object) -> AuditError:
     return AuditError(f"audit log {path}: {action} failed: {reason} ({cause})")
 
 
-def _os_error(path: Path, exc: OSError, action: str) -> AuditError:
+def os_storage_error(path: Path, exc: OSError, action: str) -> AuditError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         reason = "the disk is full; free some space or point the log at another disk"
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         reason = "it is read-only; fix its permissions or point the log at a writable file"
     else:
         reason = "check the path and that its folder can be created"
-    return _hint(path, action, reason, exc.strerror or exc)
+    return storage_error(path, action, reason, exc.strerror or exc)

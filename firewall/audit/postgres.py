@@ -33,9 +33,9 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from .files import _one
+from .files import one_record
 from .keys import DB_ENV, KEY_ENV, KEY_FILE_ENV, escape_surrogates, literal_hash, shared_key
-from .records import Attempt, AuditLog, AuditRecord, LiteralOutcome, RecordSummary, _redacted
+from .records import Attempt, AuditLog, AuditRecord, LiteralOutcome, RecordSummary, redacted_record
 from .migrations import LITERAL_COLUMNS, MIGRATIONS, SUMMARY_COLUMNS, migrations
 from ..errors import AuditError
 from .urls import redacted_url, url_passwords, without_passwords
@@ -238,7 +238,7 @@ class PostgresAuditLog:
         """Write one record in one transaction. Its compaction number is unique in its
         conversation: if another writer took it meanwhile, the record (and ``record``) gets
         the next free one."""
-        (written,) = self._insert([_redacted(record, self.key)], skip_present=False)
+        (written,) = self._insert([redacted_record(record, self.key)], skip_present=False)
         assert written is not None
         record.compaction = written.compaction
 
@@ -285,7 +285,7 @@ class PostgresAuditLog:
         def body(conn: psycopg.Connection[Any]) -> AuditRecord:
             rows = conn.execute("SELECT id, json FROM records WHERE left(id, %s) = %s LIMIT 2",
                                 (len(id_or_prefix), id_or_prefix)).fetchall()
-            return _records(conn, [_one(self, id_or_prefix, rows)])[0]
+            return _records(conn, [one_record(self, id_or_prefix, rows)])[0]
 
         return self._run("reading a record", body)
 

@@ -227,7 +227,7 @@ class RecordSummary(_Model):
         return cls(**fields, statuses=dict(Counter(lit.status for lit in record.literals)))
 
 
-def _redacted(record: AuditRecord, key: bytes) -> AuditRecord:
+def redacted_record(record: AuditRecord, key: bytes) -> AuditRecord:
     """Belt and braces: hash any sensitive value a caller left in clear in an attempt verdict."""
     secret = {lit.value_hash for lit in record.literals if lit.sensitive}
     if not secret:

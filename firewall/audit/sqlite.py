@@ -22,10 +22,10 @@ from typing import Any
 from .migrations import (LITERAL_COLUMNS, MIGRATIONS, NUMBER_TAKEN, SUMMARY_COLUMNS,
                            migrations)
 from ..errors import AuditError
-from .files import _Keyed, _one
+from .files import KeyedLog, one_record
 from . import keys
-from .keys import DB_ENV, _hint, _os_error, escape_surrogates, literal_hash
-from .records import AuditRecord, LiteralOutcome, RecordSummary, _redacted
+from .keys import DB_ENV, storage_error, os_storage_error, escape_surrogates, literal_hash
+from .records import AuditRecord, LiteralOutcome, RecordSummary, redacted_record
 
 
 # --------------------------------------------------------------------------- SQLite
@@ -51,7 +51,7 @@ def default_db_path() -> Path:
     return Path(env).expanduser() if env else keys.state_dir() / "audit.db"
 
 
-class SQLiteAuditLog(_Keyed):
+class SQLiteAuditLog(KeyedLog):
     """The default audit log: one SQLite file shared by every process on the machine.
 
     WAL mode and a busy timeout let several processes write at once; each record (row, literal
@@ -76,7 +76,7 @@ class SQLiteAuditLog(_Keyed):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise _os_error(self.path, exc, "creating the folder") from exc
+            raise os_storage_error(self.path, exc, "creating the folder") from exc
         self._migrate()
         self._keep_open()
 
@@ -174,7 +174,7 @@ class SQLiteAuditLog(_Keyed):
         except sqlite3.Error as exc:
             raise self._error(exc, action) from exc
         except OSError as exc:
-            raise _os_error(self.path, exc, action) from exc
+            raise os_storage_error(self.path, exc, action) from exc
         finally:
             if conn is not None:
                 conn.close()
@@ -200,7 +200,7 @@ class SQLiteAuditLog(_Keyed):
             reason = "a record with this id is already in the log"
         else:
             reason = "unexpected SQLite error"
-        return _hint(self.path, action, reason, text)
+        return storage_error(self.path, action, reason, text)
 
     def _migrate(self) -> None:
         try:
@@ -268,7 +268,7 @@ class SQLiteAuditLog(_Keyed):
     def write(self, record: AuditRecord) -> None:
         """Write one record. Its compaction number is unique in its conversation: if another
         process took it meanwhile, the record (and ``record``) gets the next free one."""
-        written = _redacted(record, self._key())
+        written = redacted_record(record, self._key())
         self._keep_open()
         with self._connect("writing a record") as conn:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock now, so busy_timeout applies
@@ -310,7 +310,7 @@ class SQLiteAuditLog(_Keyed):
         with self._connect("reading a record", read=True) as conn:
             rows = conn.execute("SELECT json FROM records WHERE substr(id, 1, ?) = ? LIMIT 2",
                                 (len(id_or_prefix), id_or_prefix)).fetchall()
-            return _record(conn, _one(self, id_or_prefix, rows)["json"])
+            return _record(conn, one_record(self, id_or_prefix, rows)["json"])
 
     def find_literal(self, value: str) -> list[tuple[RecordSummary, LiteralOutcome]]:
         # By hash, so sensitive literals are found without being stored; by value too, so

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from ..options import add_audit_options, missing_log_file, non_negative
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, _audit_log, _out, _statuses_help, _table,
-                     status_counts)
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, audit_log_of, render_table, status_counts,
+                     statuses_help, write_line)
 
 
 # ── audit ───────────────────────────────────────────────────────────────────────────────
@@ -19,30 +19,30 @@ def cmd_audit(args: argparse.Namespace) -> int:
         sys.stderr.write(f"firewall: no audit log at {missing} yet: nothing was recorded "
                          f"there (--audit-db or $FIREWALL_AUDIT_DB picks another)\n")
         return EXIT_OK if args.audit_command in ("list", "export") else EXIT_FAIL
-    log = _audit_log(args)
+    log = audit_log_of(args)
     if args.audit_command == "list":
         rows = [(s.id[:12], s.conversation_id, s.compaction, s.created_at.isoformat(
             timespec="seconds"), s.outcome, s.turns_compacted,
             f"{s.tokens_before}->{s.tokens_after}", status_counts(s.statuses))
             for s in log.list(limit=args.limit, conversation_id=args.conversation)]
-        _out(_table(rows, ("id", "conversation", "#", "created", "outcome", "turns", "tokens",
-                           "literals")))
+        write_line(render_table(rows, ("id", "conversation", "#", "created", "outcome", "turns",
+                                       "tokens", "literals")))
     elif args.audit_command == "show":
         record = log.get(args.id)
-        _out(record.model_dump_json(indent=2) if args.json else _render_record(record))
+        write_line(record.model_dump_json(indent=2) if args.json else _render_record(record))
     elif args.audit_command == "literal":
         hits = log.find_literal(args.value)
         if not hits:
-            _out(f"{args.value!r} appears in no recorded compaction")
+            write_line(f"{args.value!r} appears in no recorded compaction")
             return EXIT_FAIL
         rows = [(s.id[:12], s.conversation_id, s.compaction, o.status,
                  "yes" if o.in_summary else "", "yes" if o.in_ledger else "",
                  "yes" if o.in_tail else "", o.detail or "") for s, o in hits]
-        _out(_table(rows, ("record", "conversation", "#", "status", "summary", "ledger", "tail",
-                           "detail")))
+        write_line(render_table(rows, ("record", "conversation", "#", "status", "summary",
+                                       "ledger", "tail", "detail")))
     else:  # export
         for record in log.export():
-            _out(record.model_dump_json())
+            write_line(record.model_dump_json())
     return EXIT_OK
 
 
@@ -60,7 +60,7 @@ def cmd_audit_copy(args: argparse.Namespace) -> int:
         sys.stderr.write(f"firewall: audit copy: no audit log at {missing}\n")
         return EXIT_USAGE
     report = open_audit_log(args.dst).copy_from(open_audit_log(args.src), rekey=args.rekey)
-    _out(f"audit copy: {report}")
+    write_line(f"audit copy: {report}")
     return EXIT_OK
 
 
@@ -83,13 +83,13 @@ def _render_record(record: Any) -> str:
     lines.append("literals      " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                                      or "none"))
     if record.attempts:
-        lines += ["", _table([(a.number, a.summarizer, a.model, a.verdict and
+        lines += ["", render_table([(a.number, a.summarizer, a.model, a.verdict and
                                f"{a.verdict.present} present, {a.verdict.missing} missing, "
                                f"{a.verdict.mutated} mutated", a.error,
                                f"{a.duration_ms:.0f} ms") for a in record.attempts],
                              ("attempt", "summarizer", "model", "verdict", "error", "took"))]
     if record.literals:
-        lines += ["", _table([(o.status, o.value if o.value is not None else "(sensitive: "
+        lines += ["", render_table([(o.status, o.value if o.value is not None else "(sensitive: "
                                "hashed)", o.rule, o.turn, o.role, o.detail)
                               for o in record.literals],
                              ("status", "literal", "rule", "turn", "role", "detail"))]
@@ -102,7 +102,7 @@ def add_audit_commands(sub: Any) -> None:
     listing = audit_sub.add_parser("list", help="recent compactions",
                                    description="Recent compactions, newest first; the literals "
                                                "column counts them by status, as compact's "
-                                               "report does. " + _statuses_help())
+                                               "report does. " + statuses_help())
     listing.add_argument("--limit", type=non_negative, default=20, metavar="N",
                          help="the N most recent records (default 20)")
     listing.add_argument("--conversation", help="only this conversation id")

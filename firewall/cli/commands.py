@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import FirewallError
 from ..options import salience_from_args, summarizer_from_args
 from .common import (EXIT_FAIL, EXIT_NOT_COMPACTED, EXIT_OK, EXIT_USAGE, MIXED_SCRIPT_NOTE,
-                     _audit_log, _out, _packs, _table, status_counts)
+                     audit_log_of, write_line, packs_of, render_table, status_counts)
 
 
 # ── scan ────────────────────────────────────────────────────────────────────────────────
@@ -51,7 +51,7 @@ class ScanTask:
                 rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role,
                              lit.tool, MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
         if rows:  # one table per conversation: the output is written as the file is read
-            lines.append(("out", _table(rows, ("conversation", "literal", "rule", "turn",
+            lines.append(("out", render_table(rows, ("conversation", "literal", "rule", "turn",
                                                "role", "tool", "note")) + "\n"))
         return lines, len(result.literals), bool(result.timeouts)
 
@@ -59,7 +59,7 @@ class ScanTask:
 def cmd_scan(args: argparse.Namespace) -> int:
     from ..evaluation.distributed import open_mapper
 
-    task = ScanTask(_packs(args), args.json)
+    task = ScanTask(packs_of(args), args.json)
     total, failed = 0, False
     with open_mapper(args.dask, args.dask_partition) as mapper, \
             mapper.files([args.file], fail_fast=args.fail_fast, label="scan") as files:
@@ -70,7 +70,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
             failed = failed or timed_out
         bad = files.report()
     if not args.json:
-        _out(f"{total} literal(s)")
+        write_line(f"{total} literal(s)")
     return EXIT_FAIL if failed or bad else EXIT_OK
 
 
@@ -104,11 +104,11 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
     failures = 0
     for report in reports:
         status = "ok" if not report.failures else "FAIL"
-        _out(f"{status:4}  {report.rule}  ({report.examples} example(s))")
+        write_line(f"{status:4}  {report.rule}  ({report.examples} example(s))")
         for failure in report.failures:
             failures += 1
-            _out(f"      {failure.describe()}")
-    _out(f"\n{len(reports)} rule(s), {failures} failing example(s)")
+            write_line(f"      {failure.describe()}")
+    write_line(f"\n{len(reports)} rule(s), {failures} failing example(s)")
     return EXIT_FAIL if failures else EXIT_OK
 
 
@@ -117,17 +117,17 @@ def cmd_rules_lint(args: argparse.Namespace) -> int:
 
     findings = lint(_named_packs(args))
     for finding in findings:
-        _out(str(finding))
+        write_line(str(finding))
     errors = sum(f.severity == "error" for f in findings)
-    _out(f"{errors} error(s), {len(findings) - errors} warning(s)")
+    write_line(f"{errors} error(s), {len(findings) - errors} warning(s)")
     return EXIT_FAIL if errors else EXIT_OK
 
 
 def cmd_rules_list(args: argparse.Namespace) -> int:
     for pack in _named_packs(args):
-        _out(f"{pack.name} {pack.version}: {pack.description}")
+        write_line(f"{pack.name} {pack.version}: {pack.description}")
         for qid, rule in zip(pack.qualified_ids(), pack.rules):
-            _out(f"  {qid:40} {rule.kind:9} {rule.description}")
+            write_line(f"  {qid:40} {rule.kind:9} {rule.description}")
     return EXIT_OK
 
 
@@ -187,9 +187,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from ..compaction.guard import Firewall
     from ..compaction.ledger import Ledger
 
-    fw = Firewall(_packs(args), budget_tokens=args.budget, max_retries=args.max_retries,
+    fw = Firewall(packs_of(args), budget_tokens=args.budget, max_retries=args.max_retries,
                   policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
-                  required=args.required, audit=_audit_log(args),
+                  required=args.required, audit=audit_log_of(args),
                   summarizer=summarizer_from_args(args),
                   template=_template(args), salience=salience_from_args(args))
     ledger_path = Path(args.ledger) if args.ledger else None
@@ -289,7 +289,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         sys.stderr.write(f"firewall: cannot read summary {args.summary}: {exc}\n")
         return EXIT_USAGE
-    fw = Firewall(_packs(args), required=args.required, template=_template(args))
+    fw = Firewall(packs_of(args), required=args.required, template=_template(args))
     literals = fw.scan(conversations[0])
     verdict = fw.check(conversations[0], summary, strict=args.strict, literals=literals)
     # the verdict's findings, then every other literal: present, or just not in the summary
@@ -309,18 +309,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             if finding.status == "mutated":
                 record.update(span=list(finding.span), resembles=finding.resembles,
                               reason=finding.reason)
-            _out(json.dumps(record, ensure_ascii=False))
+            write_line(json.dumps(record, ensure_ascii=False))
         else:
             note = f"{finding.resembles!r} ({finding.reason})" if finding.status == "mutated" \
                 else ""
             rows.append((finding.status, finding.value, finding.rule,
                          "yes" if finding.required else "", note))
     if not args.json:
-        _out(_table(rows, ("status", "literal", "rule", "required", "summary wrote")))
+        write_line(render_table(rows, ("status", "literal", "rule", "required", "summary wrote")))
         counts = {s: sum(f.status == s for f in findings) for s in ("present", "missing",
                                                                     "mutated")}
-        _out(f"\n{counts['present']} present, {counts['missing']} missing, {counts['mutated']} "
-             f"mutated; {_check_outcome(verdict)}")
+        write_line(f"\n{counts['present']} present, {counts['missing']} missing, "
+                   f"{counts['mutated']} mutated; {_check_outcome(verdict)}")
     return EXIT_OK if verdict.ok and not bad else EXIT_FAIL
 
 

@@ -30,7 +30,7 @@ FILE_HELP = ("conversations: JSONL (one per line), or one JSON conversation (a l
              "messages, or an object with messages)")
 
 
-def _packs(args: argparse.Namespace, *, strict: bool = True):
+def packs_of(args: argparse.Namespace, *, strict: bool = True):
     """The packs selected by --rules / --only (see ``options``), plus a pack derived from the
     tool definitions given with --tools: their identifier parameters are pinned wherever they
     occur."""
@@ -56,7 +56,7 @@ def _cell(value: Any) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
+def render_table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
     cells = [[str(c) for c in headers]] + [[_cell(c) for c in r] for r in rows]
     widths = [min(max(len(r[i]) for r in cells), 60) for i in range(len(headers))]
     lines = ["  ".join(c[:60].ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
@@ -64,13 +64,13 @@ def _table(rows: list[Sequence[Any]], headers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def _out(line: str = "") -> None:
+def write_line(line: str = "") -> None:
     from ..audit import escape_surrogates  # a lone surrogate in the input is no crash here
 
     sys.stdout.write(escape_surrogates(line) + "\n")
 
 
-def _audit_log(args: argparse.Namespace):
+def audit_log_of(args: argparse.Namespace):
     """The log to read (an unopenable one is an error), or for ``compact`` to write to (an
     unopenable one is reported after the output, like a failed write)."""
     from ..audit import open_audit_log, open_audit_sink
@@ -89,7 +89,7 @@ def status_counts(counts: dict[str, int]) -> str:
                      if counts.get(status)) or "none"
 
 
-def _statuses_help() -> str:
+def statuses_help() -> str:
     from ..audit import STATUS_MEANINGS
 
     return ("Each literal of a compaction (pinned, or evicted by the budget) is counted once, "

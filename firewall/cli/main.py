@@ -17,8 +17,8 @@ from ..options import (add_audit_options, add_dask_option, add_fail_fast_option,
 from .audit import add_audit_commands
 from .commands import (cmd_check, cmd_compact, cmd_rules_lint, cmd_rules_list, cmd_rules_test,
                        cmd_scan)
-from .common import (COMPACT_EXITS, EXIT_CODES, EXIT_OK, EXIT_USAGE, FILE_HELP, _packs,
-                     _statuses_help)
+from .common import (COMPACT_EXITS, EXIT_CODES, EXIT_OK, EXIT_USAGE, FILE_HELP, packs_of,
+                     statuses_help)
 
 
 # ── wiring ──────────────────────────────────────────────────────────────────────────────
@@ -48,7 +48,7 @@ def _counter_sample(args: argparse.Namespace, limit: int = 100_000) -> str:
     path = getattr(args, "file", None) or (getattr(args, "files", None) or [None])[0]
     if not path or not Path(path).is_file():
         return ""
-    fw = Firewall(_packs(args) if hasattr(args, "rules") else None, placeholders=True)
+    fw = Firewall(packs_of(args) if hasattr(args, "rules") else None, placeholders=True)
     pieces, size = [], 0
     for conversation in read_conversations(path):
         for turn in fw.masked_turns(conversation):
@@ -85,7 +85,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
         description="Compact each conversation of FILE: summary + ledger block + verbatim "
                     "tail. The human view shows < and > unescaped inside the ledger block; "
                     "--json and --out give the messages byte for byte. The report line counts "
-                    "literals by status, as `audit list` does. " + _statuses_help())
+                    "literals by status, as `audit list` does. " + statuses_help())
     compact.add_argument("file", help=FILE_HELP)
     _add_pack_options(compact)
     add_tokens_option(compact, "estimate")
@@ -157,8 +157,10 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
         else:  # never shown: only the command about to run parses its arguments
             stubs.add_parser(name.split()[-1])
 
-    lazy("rules suggest", lambda: _import("authoring.suggest").add_suggest_command(rules_sub), rules_sub)
-    lazy("rules import", lambda: _import("authoring.gitleaks").add_import_command(rules_sub), rules_sub)
+    lazy("rules suggest", lambda: _import("authoring.suggest").add_suggest_command(rules_sub),
+         rules_sub)
+    lazy("rules import", lambda: _import("authoring.gitleaks").add_import_command(rules_sub),
+         rules_sub)
     lazy("eval", lambda: _import("evaluation.evaluate").add_eval_command(sub))
     lazy("replay", lambda: _import("evaluation.replay").add_replay_command(sub))
     lazy("hooks", lambda: _import("integrations.hooks").add_hooks_commands(sub))
