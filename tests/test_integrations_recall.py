@@ -120,3 +120,108 @@ def test_anthropic_keeps_the_callers_tools_and_hands_back_mixed_calls(fw) -> Non
     assert len(api.requests) == 1
     [answer] = g.answer_recall(turn.response)
     assert answer["tool_use_id"] == "toolu_0" and "hits" in json.loads(answer["content"])
+
+
+# -- OpenAI Responses -------------------------------------------------------------------------
+
+OPENAI_ITEMS = [
+    {"role": "user", "content": ANTHROPIC_MESSAGES[0]["content"]},
+    {"type": "message", "role": "assistant", "id": "msg_a", "status": "completed",
+     "content": [{"type": "output_text", "text": ANTHROPIC_MESSAGES[1]["content"][0]["text"],
+                  "annotations": []}]},
+]
+
+
+def openai_guard(fw: firewall.Firewall, *replies: Any, **options: Any) -> Any:
+    pytest.importorskip("openai")
+    from test_integrations_openai import FakeAPI, guard
+
+    api = FakeAPI(*replies)
+    return guard(fw, api, **options), api
+
+
+def function_calls(*calls: tuple[str, dict[str, Any]], id: str = "resp_1") -> tuple[int, dict]:
+    from test_integrations_openai import response
+
+    return 200, {**response(*({"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}",
+                               "name": name, "arguments": json.dumps(args),
+                               "status": "completed"} for i, (name, args) in enumerate(calls))),
+                 "id": id}
+
+
+def ledger_text(item: dict[str, Any]) -> str:
+    [part] = item["content"]
+    return part["text"]
+
+
+def test_openai_answers_recall_literal_locally_and_ends_the_ledger_item_with_the_hint(fw):
+    from test_integrations_openai import COMPACTION, answer, compacted, response, user_message
+
+    kept = user_message("Fix the order bug.")
+    g, api = openai_guard(
+        fw, (200, compacted(kept, COMPACTION)),
+        function_calls(("recall_literal", {"query": "models.py"}),
+                       ("recall_literal", {"query": AWS_ID})),
+        (200, response(answer("Fixed."))), recall_tool=True)
+    compacted_turn = g.compact(model="gpt-test", input=OPENAI_ITEMS)
+    assert "tools" not in api.bodies[0]  # /responses/compact takes none
+    count = fw.audit.archive_count(g.ledger.conversation_id)
+    assert count > 3
+    assert ledger_text(compacted_turn.input[-1]).splitlines()[-1] == \
+        hint_line(count, "recall_literal")
+
+    nxt = {"type": "message", "role": "user",
+           "content": [{"type": "input_text", "text": "Which file was it?"}]}
+    turn = g.create(model="gpt-test", input=[*compacted_turn.input, nxt])
+    # the calls, then one continuation carrying the local answers: no call for the answers
+    assert len(api.requests) == 3
+    for body in api.bodies[1:]:
+        assert [t["name"] for t in body["tools"]] == ["recall_literal"]
+    follow = api.bodies[2]["input"]
+    assert follow[:len(compacted_turn.input) + 1] == [*compacted_turn.input, nxt]
+    outputs = [i for i in follow if i.get("type") == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == ["call_0", "call_1"]
+    assert hits(outputs[0]["output"])[0] == PATH
+    for output in outputs:
+        assert not leaked(output["output"], [AWS_ID])
+    assert turn.response.output[0].content[0].text == "Fixed."
+    assert turn.input[-1]["content"][0]["text"] == "Fixed."
+
+
+def test_openai_chained_follow_up_chains_on_the_calling_response(fw) -> None:
+    from test_integrations_openai import answer, response
+
+    g, api = openai_guard(fw, (200, response(answer("Hi."))),
+                          function_calls(("recall_literal", {"query": "E4021"}), id="resp_2"),
+                          (200, {**response(answer("Done.")), "id": "resp_3"}),
+                          recall_tool=True)
+    first = g.create(model="gpt-test", input=OPENAI_ITEMS)
+    g.create(model="gpt-test", previous_response_id=first.response.id, input="And now?")
+    body = api.bodies[2]
+    assert body["previous_response_id"] == "resp_2"
+    assert [i["type"] for i in body["input"]] == ["function_call_output"]
+
+
+def test_openai_without_the_option_offers_no_tool_and_no_hint(fw) -> None:
+    from test_integrations_openai import COMPACTION, compacted, user_message
+
+    g, api = openai_guard(fw, (200, compacted(user_message("Fix it."), COMPACTION)),
+                          function_calls(("recall_literal", {"query": "models.py"})))
+    compacted_turn = g.compact(model="gpt-test", input=OPENAI_ITEMS)
+    assert HINT_START not in ledger_text(compacted_turn.input[-1])
+    turn = g.create(model="gpt-test", input=compacted_turn.input)
+    assert len(api.requests) == 2 and "tools" not in api.bodies[1]
+    assert turn.response.output[0].name == "recall_literal"  # the caller's to answer
+
+
+def test_openai_keeps_the_callers_tool_and_hands_back_mixed_calls(fw) -> None:
+    g, api = openai_guard(fw, function_calls(("recall_literal", {"query": "E4021"}),
+                                             ("lookup_order", {"order_id": ORDER})),
+                          recall_tool=True)
+    mine = {"type": "function", "name": "lookup_order", "parameters": {"type": "object"}}
+    turn = g.create(model="gpt-test", input=OPENAI_ITEMS,
+                    tools=[mine, recall_tool.responses_tool()])
+    assert [t["name"] for t in api.bodies[0]["tools"]] == ["lookup_order", "recall_literal"]
+    assert len(api.requests) == 1
+    [output] = g.answer_recall(turn.response)
+    assert output["call_id"] == "call_0" and "hits" in json.loads(output["output"])
