@@ -225,3 +225,75 @@ def test_openai_keeps_the_callers_tool_and_hands_back_mixed_calls(fw) -> None:
     assert len(api.requests) == 1
     [output] = g.answer_recall(turn.response)
     assert output["call_id"] == "call_0" and "hits" in json.loads(output["output"])
+
+
+# -- LangChain ------------------------------------------------------------------------------
+
+def langchain_history() -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [HumanMessage(ANTHROPIC_MESSAGES[0]["content"]),
+            AIMessage(ANTHROPIC_MESSAGES[1]["content"][0]["text"]),
+            HumanMessage("Refund it."), AIMessage("Refunding."), HumanMessage("Next?"),
+            AIMessage("Checking."), HumanMessage("Which file was it?")]
+
+
+def langchain_run(fw: firewall.Firewall, *replies: Any, **options: Any) -> tuple[Any, Any]:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from firewall.integrations.langchain import firewall_summarization
+    from test_integrations_langchain import RecordingModel, fake
+
+    class ToolCallingModel(RecordingModel):
+        """The fake chat model, offered tools as a real one is (it keeps them to read back)."""
+
+        bound: list = []  # the tools of the latest call
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            self.bound[:] = tools
+            return self
+
+    agent_model = ToolCallingModel(messages=iter([r if isinstance(r, AIMessage) else AIMessage(r)
+                                                  for r in replies]), prompts=[], bound=[])
+    mw = firewall_summarization(agent_model, firewall=fw, trigger=("messages", 7),
+                                keep=("messages", 2),
+                                summary_model=fake("Summary: the agent is fixing a model."),
+                                **options)
+    agent = create_agent(agent_model, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": langchain_history()},
+                       {"configurable": {"thread_id": "th-recall"}})
+    return out["messages"], agent_model
+
+
+def test_langchain_registers_recall_literal_answered_by_the_tool_node(fw) -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from firewall.formats import langchain as lc_format
+
+    calls = AIMessage("", tool_calls=[
+        {"name": "recall_literal", "args": {"query": "models.py"}, "id": "call_r"},
+        {"name": "recall_literal", "args": {"query": AWS_ID}, "id": "call_s"}])
+    messages, model = langchain_run(fw, calls, "Fixed.", recall_tool=True)
+    assert [getattr(t, "name", None) for t in model.bound] == ["recall_literal"]
+    [ledger] = [m for m in messages
+                if m.additional_kwargs.get("lc_source") == lc_format.LEDGER_SOURCE]
+    count = fw.audit.archive_count("th-recall")
+    assert count > 3 and ledger.content.splitlines()[-1] == hint_line(count, "recall_literal")
+    answers = {m.tool_call_id: m.content for m in messages if isinstance(m, ToolMessage)}
+    assert hits(answers["call_r"])[0] == PATH
+    assert not leaked(answers["call_s"], [AWS_ID])
+    assert messages[-1].content == "Fixed."
+    assert len(model.prompts) == 2  # the call, then the answer: the tool cost no model call
+
+
+def test_langchain_without_the_option_registers_no_tool_and_no_hint(fw) -> None:
+    from firewall.formats import langchain as lc_format
+
+    messages, model = langchain_run(fw, "Fixed.")
+    assert model.bound == []
+    [ledger] = [m for m in messages
+                if m.additional_kwargs.get("lc_source") == lc_format.LEDGER_SOURCE]
+    assert HINT_START not in ledger.content

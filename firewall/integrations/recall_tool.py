@@ -185,6 +185,6 @@ def langchain_tool(fw: Any, *, conversation: str | None = None) -> Any:
                                         description=DESCRIPTION)
 
 
-__all__ = ["DESCRIPTION", "PARAMETERS", "MAX_ROUNDS", "RECALL_TOOL", "SpanLiterals", "agents_tool",
+__all__ = ["DEFAULT_LIMIT", "DESCRIPTION", "PARAMETERS", "MAX_ROUNDS", "RECALL_TOOL", "SpanLiterals", "agents_tool",
            "anthropic_tool", "answer", "hint", "langchain_tool", "openai_tool", "responses_tool",
            "tool_name", "with_hint", "with_tool"]
