@@ -297,3 +297,103 @@ def test_langchain_without_the_option_registers_no_tool_and_no_hint(fw) -> None:
     [ledger] = [m for m in messages
                 if m.additional_kwargs.get("lc_source") == lc_format.LEDGER_SOURCE]
     assert HINT_START not in ledger.content
+
+
+# -- OpenAI Agents SDK ------------------------------------------------------------------------
+
+def agents_api(*outputs: list[dict[str, Any]] | None) -> Any:
+    """The Agents tests' fake API, whose ``/responses`` replies take ``outputs`` in turn."""
+    pytest.importorskip("agents")
+    import httpx2
+
+    from test_integrations_agents import FakeAPI
+
+    class Scripted(FakeAPI):
+        def handle(self, request: Any) -> Any:
+            response = super().handle(request)
+            if request.url.path.endswith("/responses") and outputs_left:
+                output = outputs_left.pop(0)
+                if output is not None:
+                    return httpx2.Response(200, json={**json.loads(response.content),
+                                                      "output": output})
+            return response
+
+    outputs_left = list(outputs)
+    return Scripted()
+
+
+RECALL_CALLS = [{"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}",
+                 "name": "recall_literal", "arguments": json.dumps({"query": query}),
+                 "status": "completed"} for i, query in enumerate(("models.py", AWS_ID))]
+
+
+def agents_run(fw: firewall.Firewall, api: Any, recall: bool, **options: Any) -> Any:
+    import asyncio
+
+    from agents import Runner, SQLiteSession
+
+    from firewall.integrations.openai_agents import guard_session
+    from test_integrations_agents import compacting
+
+    session = guard_session(compacting(api), fw, **options)
+
+    async def run() -> tuple[list[Any], int]:
+        agent = session.with_recall(api.agent()) if recall else api.agent()
+        await Runner.run(agent, ANTHROPIC_MESSAGES[0]["content"], session=session)
+        stored = await session.get_items()
+        count = fw.audit.archive_count(session.ledger.conversation_id)
+        await Runner.run(agent, "Which file was it?", session=session)
+        return stored, count
+
+    return session, asyncio.run(run())
+
+
+def test_agents_session_hint_and_the_tool_the_runner_answers_locally(fw) -> None:
+    from test_integrations_agents import ledger_item_after_compaction
+
+    api = agents_api(None, RECALL_CALLS)
+    session, (stored, count) = agents_run(fw, api, recall=True, recall_tool=True)
+    assert count >= 3  # the first turn's literals, archived when the session compacted it
+    block = ledger_item_after_compaction(stored, session.ledger)
+    assert block.splitlines()[-1] == hint_line(count, "recall_literal")
+    requests = api.requests("/responses")
+    assert len(requests) == 3  # the first turn, the calls, the answer: the tool cost none
+    assert all([t["name"] for t in body["tools"]] == ["recall_literal"] for body in requests)
+    outputs = {i["call_id"]: i["output"] for i in requests[2]["input"]
+               if i.get("type") == "function_call_output"}
+    assert hits(outputs["call_0"])[0] == PATH
+    assert not leaked(outputs["call_1"], [AWS_ID])
+    # the agent already has the tool: nothing is added twice
+    agent = session.with_recall(api.agent())
+    assert session.with_recall(agent) is agent
+
+
+def test_agents_session_without_the_option_has_no_hint(fw) -> None:
+    from test_integrations_agents import ledger_item_after_compaction
+
+    api = agents_api()
+    session, (stored, _) = agents_run(fw, api, recall=False)
+    assert HINT_START not in ledger_item_after_compaction(stored, session.ledger)
+    assert all(not body.get("tools") for body in api.requests("/responses"))
+
+
+def test_agents_firewall_compaction_ends_its_ledger_with_the_hint(fw) -> None:
+    import asyncio
+
+    from agents import Runner, SQLiteSession
+
+    from firewall.integrations.openai_agents import guard_session
+
+    api = agents_api()
+    session = guard_session(SQLiteSession("plain"), fw, recall_tool=True)
+
+    async def run() -> list[Any]:
+        for text in (ANTHROPIC_MESSAGES[0]["content"], "Refund it.", "Done?"):
+            await Runner.run(api.agent(), text, session=session)
+        await session.compact(lambda messages: "The user wants a fix.", keep_last=1)
+        return await session.get_items()
+
+    after = asyncio.run(run())
+    count = fw.audit.archive_count("plain")
+    assert count >= 3
+    assert after[1]["content"][0]["text"].splitlines()[-1] == hint_line(count, "recall_literal")
