@@ -61,10 +61,10 @@ def tool_use(*calls: tuple[str, dict[str, Any]]) -> tuple[int, dict[str, Any]]:
                           for i, (name, args) in enumerate(calls)), stop_reason="tool_use")
 
 
-def anthropic_create(g: Any, **kwargs: Any) -> Any:
+def anthropic_create(g: Any, messages: list[Any] = ANTHROPIC_MESSAGES, **kwargs: Any) -> Any:
     from test_integrations_anthropic import create
 
-    return create(g, ANTHROPIC_MESSAGES, **kwargs)
+    return create(g, messages, **kwargs)
 
 
 def test_anthropic_answers_recall_literal_locally_and_ends_the_block_with_the_hint(fw) -> None:
@@ -95,6 +95,9 @@ def test_anthropic_answers_recall_literal_locally_and_ends_the_block_with_the_hi
     assert turn.response.content[0].text == "Fixed."
     assert turn.messages[-1]["content"][0]["text"] == "Fixed."
     assert turn.messages[-2] == api.bodies[2]["messages"][-1]
+    # the hint line is the firewall's own text: never scanned back into the ledger
+    anthropic_create(g, [*turn.messages, {"role": "user", "content": "Thanks."}])
+    assert not [v for v in g.ledger.values() if "recall" in v or "archive" in v]
 
 
 def test_anthropic_without_the_option_offers_no_tool_and_no_hint(fw) -> None:
@@ -186,6 +189,27 @@ def test_openai_answers_recall_literal_locally_and_ends_the_ledger_item_with_the
         assert not leaked(output["output"], [AWS_ID])
     assert turn.response.output[0].content[0].text == "Fixed."
     assert turn.input[-1]["content"][0]["text"] == "Fixed."
+
+
+def test_openai_async_answers_recall_literal_locally(fw) -> None:
+    import asyncio
+
+    openai = pytest.importorskip("openai")
+    import httpx2
+
+    from test_integrations_openai import FakeAPI, answer, response
+
+    from firewall.integrations.openai_responses import AsyncGuardedResponses
+
+    api = FakeAPI(function_calls(("recall_literal", {"query": "E4021"})),
+                  (200, response(answer("Done."))))
+    client = openai.AsyncOpenAI(api_key="test", base_url="http://api.test/v1", max_retries=0,
+                                http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)))
+    g = AsyncGuardedResponses(client, fw, recall_tool=True)
+    turn = asyncio.run(g.create(model="gpt-test", input=OPENAI_ITEMS))
+    assert len(api.requests) == 2
+    assert api.bodies[1]["input"][-1]["type"] == "function_call_output"
+    assert turn.response.output[0].content[0].text == "Done."
 
 
 def test_openai_chained_follow_up_chains_on_the_calling_response(fw) -> None:
