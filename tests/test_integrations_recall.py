@@ -354,7 +354,7 @@ RECALL_CALLS = [{"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}
 def agents_run(fw: firewall.Firewall, api: Any, recall: bool, **options: Any) -> Any:
     import asyncio
 
-    from agents import Runner, SQLiteSession
+    from agents import Runner
 
     from firewall.integrations.openai_agents import guard_session
     from test_integrations_agents import compacting
