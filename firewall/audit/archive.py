@@ -285,10 +285,11 @@ def better(found: dict[Any, tuple[str, float, tuple[int, int]]], key: Any, tier:
         found[key] = (tier, within, recency)
 
 
-def hint_line(count: int) -> str:
-    """The line ending a re-injected block where the agent has the ``recall`` tool."""
+def hint_line(count: int, tool: str = "recall") -> str:
+    """The line ending a re-injected block where the agent has the recall tool (``recall``
+    of ``firewall mcp``, or the wrappers' ``recall_literal``)."""
     return (f"[literal-firewall archive: {count:,} literals of this conversation, pinned or not, "
-            f"are one call away: call the `recall` tool with any part of one (a base name, a path "
+            f"are one call away: call the `{tool}` tool with any part of one (a base name, a path "
             f"segment, an id's first characters) or words of its context]")
 
 

@@ -15,6 +15,14 @@
     turn = guard.create(model="claude-sonnet-4-5", max_tokens=4096, messages=messages,
                         compaction={"type": "summarize"})
 
+With ``recall_tool=True`` the guard also offers the ``recall_literal`` tool (the archive of
+every literal its compactions scanned, pinned or not; ``firewall.integrations.recall_tool``),
+ends the re-injected block with a line saying how many literals are archived, and answers the
+model's calls to it locally (no model call, no network): when a reply calls only
+``recall_literal``, the results are appended and the request continues (``MAX_ROUNDS`` times at
+most). A reply that also calls your tools is returned as usual: answer yours and add
+``guard.answer_recall(turn.response)`` to the same user message.
+
 One guard serves one conversation (it owns its ledger). Per ``create``:
 
 1. **Extract** every literal of the request's messages (text, ``tool_use.input``,
@@ -72,6 +80,7 @@ from ..compaction.ledger import Eviction, Ledger, LedgerEntry
 from ..literals import Literal
 from ..compaction.records import AttemptResult, build_record, held_values, write_record
 from ..compaction.validate import Verdict, validate
+from . import recall_tool as recall
 
 BETA = "compact-2026-01-12"
 ON_DEMAND_BETA = "compact-2026-09-04"
@@ -182,8 +191,10 @@ class _Guard:
     def __init__(self, client: Any, firewall: Any, *, ledger: Ledger | None = None,
                  conversation_id: str | None = None, keep_last: int = 1, resume: bool = True,
                  pause: bool = True, on_event: Callable[[Any], Any] | None = None,
-                 prompt: str | None = None) -> None:
+                 prompt: str | None = None, recall_tool: bool = False) -> None:
         self.client, self.firewall, self.prompt = client, firewall, prompt
+        self.recall_tool = recall_tool
+        self._span = recall.SpanLiterals()  # what the next compaction archives
         self.ledger = ledger if ledger is not None else Ledger.new(
             conversation_id or f"anthropic-{uuid.uuid4().hex[:12]}")
         self.keep_last, self.resume, self.pause, self.on_event = keep_last, resume, pause, on_event
@@ -209,7 +220,9 @@ class _Guard:
     def _request(self, kwargs: dict[str, Any], messages: list[Any], base: str,
                  required: list[LedgerEntry], feedback: str | None) -> dict[str, Any]:
         request = {k: v for k, v in kwargs.items() if k != "stream"}
-        instructions = _instructions(base, required, feedback, bool(kwargs.get("tools")))
+        if self.recall_tool:
+            request["tools"] = recall.with_tool(kwargs.get("tools"), recall.anthropic_tool())
+        instructions = _instructions(base, required, feedback, bool(request.get("tools")))
         if kwargs.get("compaction") is not None:  # on demand
             config = {k: v for k, v in kwargs["compaction"].items() if k != "instructions"}
             if instructions:
@@ -238,6 +251,22 @@ class _Guard:
             return given
         return self.prompt or ""
 
+    def answer_recall(self, response: Any) -> list[dict[str, Any]]:
+        """The ``tool_result`` blocks answering the ``recall_literal`` calls of ``response``
+        from the archive (locally), to send with the results of your own tools."""
+        return [{"type": "tool_result", "tool_use_id": b["id"],
+                 "content": recall.answer(self.firewall, b.get("input"),
+                                          conversation=self.ledger.conversation_id)}
+                for b in (to_param(c) for c in getattr(response, "content", None) or ())
+                if _type(b) == "tool_use" and b.get("name") == recall.RECALL_TOOL]
+
+    def _recall_only(self, response: Any) -> bool:
+        """Whether every tool the reply calls is ``recall_literal``: the guard can answer."""
+        calls = [b for b in getattr(response, "content", None) or () if _type(b) == "tool_use"]
+        return self.recall_tool and getattr(response, "stop_reason", None) == "tool_use" \
+            and bool(calls) and all(getattr(b, "name", None) == recall.RECALL_TOOL
+                                    for b in calls)
+
     # -- the loop (sans-IO): yields request kwargs, receives replies, returns a GuardedTurn
 
     def _core(self, kwargs: dict[str, Any]) -> Generator[dict[str, Any], Any, GuardedTurn]:
@@ -254,6 +283,7 @@ class _Guard:
                         compaction=number)
         self._evicted += pinned.evicted
         self._unpinned += pinned.oversize  # too long to pin: reported, never silent
+        self._span.add(pinned.literals, conversation.turns, self._offset)
         required = [e for e in self.ledger.entries if fw.is_required(e)]
         pairs = [(e.value, e.rule) for e in required]
         base = self._base_prompt(kwargs)
@@ -265,7 +295,7 @@ class _Guard:
         result = GuardedTurn(response=None, messages=history, ledger=self.ledger,
                              timeouts=pinned.timeouts)
         attempts: list[AttemptResult] = []
-        resumed = False
+        resumed, rounds = False, 0
 
         def record(summary: str | None, verdict: Verdict | None, tail: list[Any],
                    error: str | None, block: str | None = None) -> None:
@@ -281,6 +311,9 @@ class _Guard:
             self._evicted, self._unpinned, self._compactions = [], [], number
             result.records.append(rec)
             result.audit_error = write_record(fw.audit, rec) or result.audit_error
+            if summary is not None:  # the span is compacted: archive what it held
+                result.audit_error = self._span.write(fw, rec, self.ledger) \
+                    or result.audit_error
 
         while True:
             started = time.perf_counter()
@@ -295,7 +328,14 @@ class _Guard:
                     record(None, None, [], "a re-ask returned no compaction block: the "
                            "server answered from the uncompacted conversation")
                 result.messages = history + [{"role": "assistant", "content": params}]
-                return result
+                if not self._recall_only(response) or rounds >= recall.MAX_ROUNDS:
+                    return result
+                # answered here, from the archive; the model continues with the results
+                rounds, attempts = rounds + 1, []
+                history = result.messages + [{"role": "user",
+                                              "content": self.answer_recall(response)}]
+                request = self._request(kwargs, history, base, required, None)
+                continue
             at = found[-1] if found else None
             summary = getattr(content[at], "content", None) if found else None
             summary = summary if isinstance(summary, str) and summary else None
@@ -335,6 +375,9 @@ class _Guard:
                 next_messages = history + [{"role": "assistant", "content": params},
                                            ledger_message]
             record(summary, verdict, tail, error, block)
+            if self.recall_tool:  # after the archive write: the count includes this span
+                ledger_message["content"][0]["text"] = recall.with_hint(
+                    block, fw, self.ledger.conversation_id)
             result.verdict = verdict
             result.compacted = result.compacted or summary is not None
             result.messages = next_messages
@@ -429,6 +472,7 @@ class GuardedAnthropic(_Guard):
     ``resume``: after a paused compaction, send the continuation request (default) or return
     the paused reply with ``messages`` ready to send. ``pause``: turn on
     ``pause_after_compaction`` unless the caller set it (re-asks need it).
+    ``recall_tool``: offer ``recall_literal`` and answer its calls locally (module docstring).
     """
 
     def create(self, **kwargs: Any) -> GuardedTurn:

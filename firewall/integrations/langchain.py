@@ -23,6 +23,11 @@ summary model is called as the stock middleware calls it: marked as LangChain's 
 (3 attempts, none for errors a ``ModelError`` marks non-retryable), and, on
 ``ContextOverflowError``, once more with the middle of the transcript cut out (the required
 literals stay in the instructions, and the ledger carries every pinned one regardless).
+
+``recall_tool=True`` registers the ``recall_literal`` tool with the agent (a middleware's own
+``tools``): the agent's tool node answers it locally from the audit log's archive of this
+thread (every literal a compaction extracted, pinned or not; no model call, no network), and
+the re-injected ledger message ends with a line saying how many literals are archived.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ..formats import langchain as lc_format
 from ..compaction.guard import Firewall
 from ..compaction.plan import CompactionResult
 from ..compaction.ledger import Ledger
+from . import recall_tool as recall
 from ..tokens import count_tokens
 from ..summarizers._prompt import SYSTEM_PROMPT, build_user_prompt, render_transcript
 from ..summarizers.base import Summary, SummaryRequest
@@ -54,6 +60,8 @@ try:
     from langchain_core.exceptions import ContextOverflowError
     from langchain_core.messages import HumanMessage, RemoveMessage, SystemMessage
     from langchain_core.runnables import RunnableLambda
+    from langchain_core.tools import StructuredTool
+    from langchain.tools import ToolRuntime
     from langgraph.constants import TAG_NOSTREAM
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -179,14 +187,16 @@ class FirewallSummarizationMiddleware(SummarizationMiddleware):
     (default: every built-in pack), ``summary_model`` (default: ``model``) and
     ``summary_retry`` (``with_retry`` keyword arguments; default LangChain's own).
     ``trim_tokens_to_summarize`` defaults to ``None``: the summary model sees the whole span.
-    Extraction covers the whole span whatever it is set to.
+    Extraction covers the whole span whatever it is set to. ``recall_tool``: register
+    ``recall_literal`` and end the ledger message with the archive's hint line.
     """
 
     state_schema = FirewallState
 
     def __init__(self, model: Any, *, firewall: Firewall | None = None,
                  summary_model: Any = None, trim_tokens_to_summarize: int | None = None,
-                 summary_retry: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 summary_retry: dict[str, Any] | None = None, recall_tool: bool = False,
+                 **kwargs: Any) -> None:
         if "summarizer" in kwargs:
             raise TypeError("the firewall is the summarizer: pass summary_model= instead")
         super().__init__(model, trim_tokens_to_summarize=trim_tokens_to_summarize,
@@ -195,6 +205,24 @@ class FirewallSummarizationMiddleware(SummarizationMiddleware):
         self.firewall = firewall if firewall is not None else Firewall()
         self.summary_model = ChatModelSummarizer(
             summary_model if summary_model is not None else self.model, retry=summary_retry)
+        self.recall_tool = recall_tool
+        self.tools = [self._recall_literal()] if recall_tool else []
+
+    def _recall_literal(self) -> Any:
+        """``recall_literal`` for the agent's tool node, answered from the archive of the
+        thread's conversation (the ledger's, read from the agent state at call time)."""
+        fw = self.firewall
+
+        def recall_literal(query: str, runtime: ToolRuntime,
+                           limit: int = recall.DEFAULT_LIMIT) -> str:
+            saved = (runtime.state or {}).get(STATE_KEY) if isinstance(runtime.state, dict) \
+                else getattr(runtime.state, STATE_KEY, None)
+            conversation = Ledger.from_json(saved).conversation_id if saved else _thread_id()
+            return recall.answer(fw, {"query": query, "limit": limit},
+                                 conversation=conversation)
+
+        return StructuredTool.from_function(recall_literal, name=recall.RECALL_TOOL,
+                                            description=recall.DESCRIPTION)
 
     # -- the agent hooks ----------------------------------------------------------------
 
@@ -285,9 +313,20 @@ class FirewallSummarizationMiddleware(SummarizationMiddleware):
             return None if state.get(STATE_KEY) == ledger_json else {STATE_KEY: ledger_json}
         new = update["messages"]
         preserved = new[len(new) - _tail_len(new):]
+        messages = [self._hinted(m, result.ledger) for m in result.messages] \
+            if self.recall_tool else result.messages
         # result.messages: leading system turns, summary, ledger, turns kept verbatim.
-        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.messages,
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages,
                              *preserved], STATE_KEY: ledger_json}
+
+
+    def _hinted(self, message: Any, ledger: Ledger) -> Any:
+        """The ledger message ending with the archive's hint line (the agent has the tool)."""
+        if (getattr(message, "additional_kwargs", None) or {}).get("lc_source") \
+                != lc_format.LEDGER_SOURCE or not isinstance(message.content, str):
+            return message
+        return message.model_copy(update={"content": recall.with_hint(
+            message.content, self.firewall, ledger.conversation_id)})
 
 
 def _text(result: CompactionResult) -> str:
@@ -320,9 +359,10 @@ def _thread_id() -> str:
 
 def firewall_summarization(model: Any, *, firewall: Firewall | None = None,
                            trigger: Any = None, keep: Any = ("messages", 20),
-                           summary_model: Any = None,
+                           summary_model: Any = None, recall_tool: bool = False,
                            **kwargs: Any) -> FirewallSummarizationMiddleware:
     """One line for ``create_agent(..., middleware=[...])``: a ``SummarizationMiddleware``
     whose summarizer is ``firewall``. ``trigger=None`` never summarizes, as in LangChain."""
     return FirewallSummarizationMiddleware(model, firewall=firewall, trigger=trigger, keep=keep,
-                                           summary_model=summary_model, **kwargs)
+                                           summary_model=summary_model,
+                                           recall_tool=recall_tool, **kwargs)

@@ -24,7 +24,15 @@ firewall's own validated compaction (``Firewall.acompact``: summary checked and 
 re-injected, audited) over the stored items, and replaces them with the result. A compaction
 that fails leaves the history as it was.
 
-The ``openai-agents`` SDK is an optional extra: nothing here imports it.
+**``recall_tool=True``**: the re-injected ledger ends with a line saying how many literals the
+archive holds (every literal a compaction extracted, pinned or not), for an agent that has the
+``recall_literal`` tool: ``agent = session.with_recall(agent)`` adds it (a ``FunctionTool`` the
+Runner runs locally, answered from the audit log's archive: no model call, no network).
+
+    session = guard_session(OpenAIResponsesCompactionSession("s1", store), fw, recall_tool=True)
+    await Runner.run(session.with_recall(agent), "Which file was it?", session=session)
+
+The ``openai-agents`` SDK is an optional extra: only ``with_recall`` imports it.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from ..formats.openai_responses import message_item, to_turns
 from ..compaction.plan import ledger_blocks
 from ..compaction.ledger import Ledger
 from ..compaction.records import AttemptResult, build_record, write_record
+from . import recall_tool as recall
 from .anthropic_server import to_param
 
 VENDOR_PATH = "openai-agents-opaque"
@@ -51,12 +60,13 @@ class GuardedSession:
     """An Agents SDK ``Session`` whose literals are pinned, re-injected and audited.
 
     ``ledger`` continues a persisted one (``guard.ledger.to_json()``); ``summarizer`` is used
-    by ``compact()`` (default: the firewall's). Every attribute not defined here is the
-    wrapped session's.
+    by ``compact()`` (default: the firewall's); ``recall_tool``: end the re-injected ledger
+    with the archive's hint line (give the agent the tool with ``with_recall``). Every
+    attribute not defined here is the wrapped session's.
     """
 
     def __init__(self, session: Any, firewall: Any = None, *, ledger: Ledger | None = None,
-                 summarizer: Any = None) -> None:
+                 summarizer: Any = None, recall_tool: bool = False) -> None:
         if firewall is None:
             from ..compaction.guard import Firewall
 
@@ -67,6 +77,8 @@ class GuardedSession:
         self.audit_error: str | None = None
         self._seen: set[str] = set()
         self._offset = 0  # items compacted away so far: provenance keeps counting
+        self.recall_tool = recall_tool
+        self._span = recall.SpanLiterals()  # what the next opaque compaction archives
 
     def __getattr__(self, name: str) -> Any:  # only called for names not found here
         if name == "session":  # not set yet (during unpickling): no recursion
@@ -90,6 +102,7 @@ class GuardedSession:
     async def clear_session(self) -> None:
         await self.session.clear_session()
         self._seen.clear()
+        self._span = recall.SpanLiterals()
 
     # -- the firewall -----------------------------------------------------------------------
 
@@ -101,7 +114,18 @@ class GuardedSession:
                                  offset=self._offset, **options)
 
     def _ledger_item(self) -> dict[str, Any]:
-        return message_item(self.ledger.render())
+        return message_item(self._hinted(self.ledger.render()))
+
+    def _hinted(self, block: str) -> str:
+        return recall.with_hint(block, self.firewall, self.ledger.conversation_id) \
+            if self.recall_tool else block
+
+    def with_recall(self, agent: Any) -> Any:
+        """``agent`` (a clone) with the ``recall_literal`` tool, answered locally from this
+        conversation's archive; an agent that already has one is returned as it is."""
+        tools = recall.with_tool(agent.tools, recall.agents_tool(
+            self.firewall, conversation=self.ledger.conversation_id))
+        return agent if len(tools) == len(agent.tools) else agent.clone(tools=tools)
 
     async def compact(self, summarizer: Any = None, *, keep_last: int | None = None) -> Any:
         """The firewall's own compaction of the stored history; returns the
@@ -111,8 +135,12 @@ class GuardedSession:
             items, summarizer or self.summarizer, keep_last=keep_last, ledger=self.ledger)
         self.last_record, self.audit_error = result.record, result.audit_error
         if result.compacted:
+            messages = result.messages
+            if self.recall_tool and result.block is not None:  # archived: the hint counts it
+                hinted = message_item(self._hinted(result.block))
+                messages = [hinted if m == message_item(result.block) else m for m in messages]
             await self.session.clear_session()
-            await self.session.add_items(result.messages)
+            await self.session.add_items(messages)
             self.ledger, self._offset = result.ledger, self._offset + len(items)
             self._seen.clear()
         return result
@@ -127,6 +155,7 @@ class GuardedCompactionSession(GuardedSession):
         # extract before the vendor acts (the item is opaque); the budget is fitted, and a
         # compaction number taken, only once the session did compact
         scanned = self._pin(before, budget=_UNBOUNDED)
+        self._span.add(scanned.literals, to_turns(before), self._offset)
         inner = self.session.run_compaction
         if wrapper is not None and "wrapper" in _parameters(inner):
             await inner(args, wrapper=wrapper)  # the SDK's automatic path needs its wrapper
@@ -139,8 +168,6 @@ class GuardedCompactionSession(GuardedSession):
         number = fw.next_compaction(self.ledger.conversation_id)
         evicted = self._pin(before, compaction=number).evicted  # nothing new left to scan
         turns = to_turns(after)
-        if not any(ledger_blocks(t.text, self.ledger) for t in turns[at + 1:] if t.text):
-            await self.session.add_items([self._ledger_item()])
         visible = "\n".join(t.text for t in turns if t.text)
         record = build_record(
             fw, self.ledger, vendor_path=VENDOR_PATH, compaction=number,
@@ -151,7 +178,11 @@ class GuardedCompactionSession(GuardedSession):
             unpinned=scanned.oversize, compacted=True, error=None, opaque=True,
             attempts=[AttemptResult(1, None, None, model=getattr(self.session, "model", None))])
         self.last_record = record
-        self.audit_error = write_record(fw.audit, record)
+        self.audit_error = write_record(fw.audit, record) \
+            or self._span.write(fw, record, self.ledger)
+        # added once the span is archived: the ledger's hint line counts it
+        if not any(ledger_blocks(t.text, self.ledger) for t in turns[at + 1:] if t.text):
+            await self.session.add_items([self._ledger_item()])
         self._offset += len(before)
 
 

@@ -35,6 +35,15 @@ registered with ``guard.start_conversation(id, items)`` (the items it was create
 built with ``allow_unscanned_history=True`` (the caller's statement that the server holds
 nothing the guard needs to see).
 
+**``recall_tool=True``**: ``create`` offers the ``recall_literal`` function tool (the archive of
+every literal the guard's compactions scanned, pinned or not), the ledger item ends with a line
+saying how many literals are archived, and a response whose function calls are all
+``recall_literal`` is answered locally (no model call, no network): the guard sends the
+``function_call_output`` items in a follow-up ``create`` (chained on the response when the
+caller chains, else with the whole input) and returns that one (``MAX_ROUNDS`` at most). A
+response that also calls your tools is returned as usual: send
+``guard.answer_recall(turn.response)`` with your own outputs.
+
 There is no retry lever (OpenAI takes no summarization prompt). ``compact_threshold`` compacts
 inside a request that then answers before the ledger can be injected: prefer ``compact``.
 ``stream=True`` is not supported. SDK errors are raised as ``IntegrationError``; the caller's
@@ -57,6 +66,7 @@ from ..compaction.ledger import Eviction, Ledger
 from ..literals import Literal
 from ..turns import Turn
 from ..compaction.records import AttemptResult, build_record, write_record
+from . import recall_tool as recall
 from .anthropic_server import IntegrationError, to_param
 
 VENDOR_PATH = "openai-opaque"
@@ -108,8 +118,10 @@ class _Guard:
 
     def __init__(self, client: Any, firewall: Any, *, ledger: Ledger | None = None,
                  conversation_id: str | None = None, ledger_role: str = "user",
-                 allow_unscanned_history: bool = False) -> None:
+                 allow_unscanned_history: bool = False, recall_tool: bool = False) -> None:
         self.client, self.firewall, self.ledger_role = client, firewall, ledger_role
+        self.recall_tool = recall_tool
+        self._span = recall.SpanLiterals()  # what the next compaction archives
         self.allow_unscanned_history = allow_unscanned_history
         self.history: list[Any] = []  # the client's own record of a chained conversation
         self._responses: set[str] = set()  # ids this guard returned: safe to chain from
@@ -123,7 +135,34 @@ class _Guard:
         self._compactions = 0
 
     def _ledger_item(self) -> dict[str, Any]:
-        return message_item(self.ledger.render(), self.ledger_role)
+        block = self.ledger.render()
+        if self.recall_tool:  # the agent has the tool: say how many literals it can ask for
+            block = recall.with_hint(block, self.firewall, self.ledger.conversation_id)
+        return message_item(block, self.ledger_role)
+
+    def answer_recall(self, response: Any) -> list[dict[str, Any]]:
+        """The ``function_call_output`` items answering the ``recall_literal`` calls of
+        ``response`` from the archive (locally), to send with your own tools' outputs."""
+        return [{"type": "function_call_output", "call_id": item["call_id"],
+                 "output": recall.answer(self.firewall, item.get("arguments"),
+                                         conversation=self.ledger.conversation_id)}
+                for item in (to_param(o) for o in getattr(response, "output", None) or ())
+                if _type(item) == "function_call" and item.get("name") == recall.RECALL_TOOL]
+
+    def _follow_up(self, method: str, kwargs: dict[str, Any],
+                   turn: GuardedResponse) -> dict[str, Any] | None:
+        """The ``create`` kwargs that send the local answers when every function call of the
+        response is ``recall_literal``; None when the turn is the caller's."""
+        if not self.recall_tool or method != "create":
+            return None
+        calls = [o for o in getattr(turn.response, "output", None) or ()
+                 if _type(o) == "function_call"]
+        if not calls or any(getattr(c, "name", None) != recall.RECALL_TOOL for c in calls):
+            return None
+        follow = {**kwargs, "input": [*turn.input, *self.answer_recall(turn.response)]}
+        if kwargs.get("previous_response_id") is not None:
+            follow["previous_response_id"] = turn.response.id
+        return follow
 
     def _has_ledger(self, turns: list[Turn]) -> bool:
         return any(ledger_blocks(t.text, self.ledger) for t in turns if t.text)
@@ -187,9 +226,12 @@ class _Guard:
         pinned = fw.pin(self.ledger, turns, seen=self._seen, offset=base, compaction=number)
         self._evicted += pinned.evicted
         self._unpinned += pinned.oversize  # too long to pin: reported, never silent
+        self._span.add(pinned.literals, turns, base)
         tokens_before = sum(turn_tokens(t) for t in turns)
 
         request = dict(kwargs)
+        if self.recall_tool and method == "create":
+            request["tools"] = recall.with_tool(kwargs.get("tools"), recall.responses_tool())
         at = _latest_compaction(items)
         if at is not None and not self._has_ledger(turns[at + 1:]):
             # an earlier compaction without our ledger after it (a history we did not build)
@@ -207,8 +249,10 @@ class _Guard:
         sent = [message_item(sent)] if isinstance(sent, str) else list(sent or ())
         # Output items: a chained next request will not carry them, so scan them now (a
         # stateless one re-sends them, and ``seen`` keeps them from being counted twice).
-        out = fw.pin(self.ledger, to_turns(output), seen=self._seen, offset=base + len(sent),
+        out_turns = to_turns(output)
+        out = fw.pin(self.ledger, out_turns, seen=self._seen, offset=base + len(sent),
                      compaction=number)
+        self._span.add(out.literals, out_turns, base + len(sent))
         self._evicted += out.evicted
         self._unpinned += out.oversize
         result.timeouts = [*result.timeouts, *out.timeouts]
@@ -216,13 +260,6 @@ class _Guard:
         if at is None:  # no compaction: the history simply grows (server-side, if chained)
             result.input = [] if chained else sent + output
             return result
-        if chained:  # never prune: the server keeps the window; the ledger goes next turn
-            result.input = [self._ledger_item()]
-        else:
-            # compact() returns the user messages to keep before the item; create() may drop
-            # everything before it (the item replaces it)
-            head = output[:at + 1] if method == "compact" else output[at:at + 1]
-            result.input = head + [self._ledger_item()] + output[at + 1:]
         visible = "\n".join(t.text for t in to_turns(output) if t.text)
         usage = getattr(response, "usage", None)
         if chained:  # the server compacted the whole record the client sent so far
@@ -243,14 +280,24 @@ class _Guard:
                 if hasattr(usage, "model_dump") else {})])
         self._evicted, self._unpinned, self._compactions = [], [], number
         result.record, result.compacted = record, True
-        result.audit_error = write_record(fw.audit, record)
+        result.audit_error = write_record(fw.audit, record) \
+            or self._span.write(fw, record, self.ledger)
+        # built once the span is archived: the ledger item's hint line counts it
+        if chained:  # never prune: the server keeps the window; the ledger goes next turn
+            result.input = [self._ledger_item()]
+        else:
+            # compact() returns the user messages to keep before the item; create() may drop
+            # everything before it (the item replaces it)
+            head = output[:at + 1] if method == "compact" else output[at:at + 1]
+            result.input = head + [self._ledger_item()] + output[at + 1:]
         if method == "create" and not chained:
             self._offset += len(items)
         return result
 
 
 class GuardedResponses(_Guard):
-    """``client.responses.create`` / ``client.responses.compact`` guarded (``openai.OpenAI``)."""
+    """``client.responses.create`` / ``client.responses.compact`` guarded (``openai.OpenAI``).
+    ``recall_tool``: offer ``recall_literal`` and answer its calls locally (module docstring)."""
 
     def create(self, **kwargs: Any) -> GuardedResponse:
         return self._drive("create", kwargs)
@@ -259,6 +306,14 @@ class GuardedResponses(_Guard):
         return self._drive("compact", kwargs)
 
     def _drive(self, method: str, kwargs: dict[str, Any]) -> GuardedResponse:
+        turn = self._once(method, kwargs)
+        for _ in range(recall.MAX_ROUNDS):  # recall_literal calls answered locally
+            if (follow := self._follow_up(method, kwargs, turn)) is None:
+                break
+            kwargs, turn = follow, _carried(turn, self._once(method, follow))
+        return turn
+
+    def _once(self, method: str, kwargs: dict[str, Any]) -> GuardedResponse:
         sdk = _import_sdk()
         core = self._core(method, kwargs)
         name, request = next(core)
@@ -278,6 +333,15 @@ def _returned(core: Generator, response: Any) -> GuardedResponse:
     raise AssertionError("the core makes exactly one call")
 
 
+def _carried(earlier: GuardedResponse, later: GuardedResponse) -> GuardedResponse:
+    """The follow-up's outcome, still reporting a compaction the first response did."""
+    if later.record is None and earlier.record is not None:
+        later.record, later.compacted = earlier.record, True
+    later.audit_error = later.audit_error or earlier.audit_error
+    later.timeouts = [*earlier.timeouts, *later.timeouts]
+    return later
+
+
 class AsyncGuardedResponses(_Guard):
     """The async twin of ``GuardedResponses`` (``openai.AsyncOpenAI``); same core."""
 
@@ -288,6 +352,14 @@ class AsyncGuardedResponses(_Guard):
         return await self._drive("compact", kwargs)
 
     async def _drive(self, method: str, kwargs: dict[str, Any]) -> GuardedResponse:
+        turn = await self._once(method, kwargs)
+        for _ in range(recall.MAX_ROUNDS):  # recall_literal calls answered locally
+            if (follow := self._follow_up(method, kwargs, turn)) is None:
+                break
+            kwargs, turn = follow, _carried(turn, await self._once(method, follow))
+        return turn
+
+    async def _once(self, method: str, kwargs: dict[str, Any]) -> GuardedResponse:
         sdk = _import_sdk()
         core = self._core(method, kwargs)
         name, request = next(core)

@@ -5,12 +5,17 @@ answered here, from the audit log's archive (``Firewall.recall``), with no model
 network. The tool in each vendor's shape, and its answer:
 
     tools = [*my_tools, anthropic_tool()]          # Anthropic Messages API
-    tools = [*my_tools, openai_tool()]             # OpenAI Chat Completions / Responses
+    tools = [*my_tools, openai_tool()]             # OpenAI Chat Completions
+    tools = [*my_tools, responses_tool()]          # OpenAI Responses
     agent = Agent(..., tools=[agents_tool(fw)])    # OpenAI Agents SDK (FunctionTool)
     agent = create_agent(model, [langchain_tool(fw)], ...)   # LangChain (StructuredTool)
 
     # your loop, on a tool call named RECALL_TOOL:
     result_text = answer(fw, call_arguments, conversation=conversation_id)
+
+The wrappers do this themselves with ``recall_tool=True`` (``GuardedAnthropic``,
+``GuardedResponses``, ``guard_session``, ``firewall_summarization``): the tool is offered, its
+calls answered locally, and the re-injected block ends with ``hint``'s line.
 
 Sensitive literals are never returned (the archive keeps only their hash). A bad call (no
 query, a bad limit, a log without an archive) is answered with an ``error`` the model can read,
@@ -22,10 +27,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..audit.archive import DEFAULT_LIMIT, MAX_LIMIT
-from ..errors import FirewallError
+from ..audit.archive import DEFAULT_LIMIT, MAX_LIMIT, archive_entries, hint_line
+from ..compaction.ledger import LITERAL_MAX_CHARS
+from ..compaction.records import audit_key
+from ..errors import AuditError, FirewallError
+from ..turns import call_text
 
 RECALL_TOOL = "recall_literal"
+# Replies in a row a wrapper answers locally before handing the calls back to the caller (each
+# continuation is a billed model call): a model that keeps asking is the caller's to stop.
+MAX_ROUNDS = 8
 DESCRIPTION = (
     "Find an exact string (a file path, an id, a name, an error code) seen earlier in this "
     "conversation, before its context was compacted, pinned or not, from any part you "
@@ -53,6 +64,83 @@ def openai_tool() -> dict[str, Any]:
     """The tool as OpenAI Chat Completions declares one."""
     return {"type": "function", "function": {"name": RECALL_TOOL, "description": DESCRIPTION,
                                              "parameters": PARAMETERS}}
+
+
+def responses_tool() -> dict[str, Any]:
+    """The tool as the OpenAI Responses API declares one."""
+    return {"type": "function", "name": RECALL_TOOL, "description": DESCRIPTION,
+            "parameters": PARAMETERS, "strict": False}
+
+
+def tool_name(tool: Any) -> Any:
+    """A tool's name in any of the shapes above (a dict, or an SDK tool object)."""
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        return function.get("name") if isinstance(function, dict) else tool.get("name")
+    return getattr(tool, "name", None)
+
+
+def with_tool(tools: Any, tool: Any) -> list[Any]:
+    """``tools`` plus ``tool``, unless the caller already offers one named ``recall_literal``."""
+    tools = list(tools or ())
+    return tools if any(tool_name(t) == RECALL_TOOL for t in tools) else [*tools, tool]
+
+
+def hint(fw: Any, conversation_id: str) -> str | None:
+    """The line ending a re-injected block where the agent has ``recall_literal`` (the hooks'
+    ``hint_line``, naming this tool); None when the log keeps no archive or it is empty."""
+    counting = getattr(fw.audit, "archive_count", None) if fw.audit is not None else None
+    try:
+        count = counting(conversation_id) if counting is not None else 0
+    except AuditError:  # the log cannot be read: no promise the tool could not keep
+        return None
+    return hint_line(count, RECALL_TOOL) if count else None
+
+
+def with_hint(block: str, fw: Any, conversation_id: str) -> str:
+    """``block`` ending with ``hint``'s line, when there is one."""
+    line = hint(fw, conversation_id)
+    return f"{block}\n{line}" if line else block
+
+
+class SpanLiterals:
+    """What a vendor wrapper scanned since its last compaction (the vendor compacts, the
+    firewall only scans): the literals and their turns, archived with the compaction's record
+    as ``Firewall.compact`` archives its span."""
+
+    def __init__(self) -> None:
+        self.literals: list[Any] = []
+        self.turns: dict[int, Any] = {}
+
+    def add(self, literals: Any, turns: Any, offset: int) -> None:
+        self.literals += literals
+        self.turns.update((offset + i, turn) for i, turn in enumerate(turns))
+
+    def write(self, fw: Any, record: Any, ledger: Any) -> str | None:
+        """Archive the span with ``record`` (a log without an archive, or a firewall built with
+        ``archive=False``, skips it); returns a write's error, to report like the record's."""
+        literals, turns = self.literals, self.turns
+        self.literals, self.turns = [], {}
+        writer = getattr(fw.audit, "write_archive", None) if fw.audit is not None else None
+        limits = getattr(fw, "archive_limits", None)
+        if writer is None or limits is None or not literals:
+            return None
+
+        def text_of(lit: Any) -> str | None:
+            turn = turns.get(lit.turn)
+            if turn is None:
+                return None
+            return turn.text if lit.field == "text" or lit.value in turn.text else \
+                call_text(turn)
+
+        try:
+            entries = archive_entries(
+                (lit for lit in literals if len(lit.value) <= LITERAL_MAX_CHARS), text_of,
+                key=audit_key(fw.audit), secrets=[e.value for e in ledger.entries if e.sensitive])
+            writer(record.conversation_id, record.compaction, entries, limits)
+        except AuditError as exc:
+            return str(exc)
+        return None
 
 
 def answer(fw: Any, arguments: Any, *, conversation: str | None = None) -> str:
@@ -97,5 +185,6 @@ def langchain_tool(fw: Any, *, conversation: str | None = None) -> Any:
                                         description=DESCRIPTION)
 
 
-__all__ = ["DESCRIPTION", "PARAMETERS", "RECALL_TOOL", "agents_tool", "anthropic_tool",
-           "answer", "langchain_tool", "openai_tool"]
+__all__ = ["DEFAULT_LIMIT", "DESCRIPTION", "PARAMETERS", "MAX_ROUNDS", "RECALL_TOOL", "SpanLiterals", "agents_tool",
+           "anthropic_tool", "answer", "hint", "langchain_tool", "openai_tool", "responses_tool",
+           "tool_name", "with_hint", "with_tool"]
