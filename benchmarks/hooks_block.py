@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from firewall.audit import MemoryAuditLog
-from firewall.compaction.compose import turn_tokens
+from firewall.tokens import turn_tokens
 from firewall.formats import read_conversations
 from firewall.compaction.guard import Firewall
 from firewall.evaluation.hook_eval import through_hooks

@@ -115,6 +115,15 @@ def count_tokens(text: str) -> int:
     return n
 
 
+def turn_tokens(turn: Any) -> int:
+    """Tokens the model reads for a turn: ``turns.turn_text``, its text and its tool calls as
+    the model sees them. The one reading of a turn that the guard, the triggers, eval, replay
+    and the audit count by."""
+    from .turns import turn_text
+
+    return count_tokens(turn_text(turn))
+
+
 def token_counter() -> TokenCounter:
     """The counter installed (a Dask worker is handed the client's)."""
     return _counter

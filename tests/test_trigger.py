@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from firewall.compaction.compose import (Span, choose_span, compose, splits_tool_pair, turn_tokens,
-                              with_tool_pairs)
+from firewall.compaction.compose import Span, choose_span, compose, splits_tool_pair, with_tool_pairs
+from firewall.tokens import turn_tokens
 from firewall.errors import FirewallError
 from firewall.formats import parse_messages
 from firewall.compaction.guard import Firewall

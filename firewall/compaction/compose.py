@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formats import FORMATS
-from ..tokens import count_tokens
+from ..tokens import turn_tokens
 from ..turns import Conversation, Turn
 
 
@@ -28,12 +28,6 @@ class Span:
 
     def __contains__(self, index: object) -> bool:
         return isinstance(index, int) and self.start <= index < self.end
-
-
-def turn_tokens(turn: Turn) -> int:
-    """Tokens the model reads for a turn: its text and its tool calls' arguments."""
-    return count_tokens(turn.text) + sum(count_tokens(c.arguments_json() or "")
-                                         for c in turn.tool_calls)
 
 
 def choose_span(turns: list[Turn], keep_last: int, keep_tokens: int | None = None) -> Span:

@@ -20,7 +20,8 @@ from typing import Any, Literal as TypingLiteral
 from ..audit.archive import ArchiveLimits
 from ..audit import open_audit_sink
 from .budget import Budget, budget_tokens as resolve_budget  # not the parameter
-from .compose import choose_span, turn_tokens
+from .compose import choose_span
+from ..tokens import turn_tokens
 from ..errors import AuditError, FirewallError, SummarizerError
 from ..extraction.extract import Extractor, ScanMemo, Scanner
 from ..formats import parse_messages

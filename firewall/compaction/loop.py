@@ -12,7 +12,8 @@ from typing import Any
 
 from ..audit.archive import archive_entries
 from ..audit import AuditRecord
-from .compose import Span, choose_span, compose, turn_tokens
+from .compose import Span, choose_span, compose
+from ..tokens import turn_tokens
 from ..errors import AuditError, CompactionRefused
 from .ledger import LITERAL_MAX_CHARS, Ledger, find_blocks
 from .span_uses import uses

@@ -23,6 +23,7 @@ from .records import AttemptResult
 from .trigger import live_tokens
 from ..turns import Conversation, Turn
 from .validate import Verdict, identifier_shaped
+from ..turns import turn_text
 
 
 NUMBERED_MAX = 10_000  # conversations whose last compaction number a Firewall remembers
@@ -227,10 +228,8 @@ def source_texts(turns: Iterable[Turn]) -> Iterable[str]:
     """The texts a summary of ``turns`` copies from: each turn's text, and its tool calls'
     names, arguments (as JSON, keys included) and argument values."""
     for turn in turns:
-        yield turn.text
-        for call in turn.tool_calls:
-            yield call.name
-            yield call.arguments_json() or ""  # None: nested too deep (the span is refused)
+        yield turn_text(turn)  # the one reading of a turn (its calls' arguments as JSON)
+        for call in turn.tool_calls:  # and their values decoded, as a summary would copy them
             yield from (text for _, text in scalar_leaves(call.arguments))
 
 

@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
-from .compose import Span, splits_tool_pair, turn_tokens
+from .compose import Span, splits_tool_pair
+from ..tokens import turn_tokens
 from ..errors import FirewallError
 from ..turns import Turn
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..compaction.budget import Budget, parse_budget
-from ..compaction.compose import turn_tokens
+from ..tokens import turn_tokens
 from .evaluate import source_of
 from .gold import SENTENCE_PUNCTUATION, gold_set, id_like, occurs, uses_after
 from ..formats import parse_messages

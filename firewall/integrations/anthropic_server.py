@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..audit import AuditRecord
-from ..compaction.compose import turn_tokens
+from ..tokens import turn_tokens
 from ..errors import CompactionRefused, IntegrationError
 from ..extras import import_extra
 from ..formats import parse_messages

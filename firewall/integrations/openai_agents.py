@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compaction.compose import turn_tokens
+from ..tokens import turn_tokens
 from ..formats.openai_responses import message_item, to_turns
 from ..compaction.plan import ledger_blocks
 from ..compaction.ledger import Ledger

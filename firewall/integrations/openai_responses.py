@@ -58,7 +58,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compaction.compose import turn_tokens
+from ..tokens import turn_tokens
 from ..extras import import_extra
 from ..formats.openai_responses import message_item, to_turns
 from ..compaction.plan import ledger_blocks
