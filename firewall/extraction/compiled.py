@@ -19,7 +19,7 @@ import regex
 
 from .checksums import CHECKSUMS
 from ..errors import PackError
-from .regex_syntax import INLINE_FLAGS, group_end, drop_leading_optional, relax
+from .regex_syntax import INLINE_FLAGS, group_end, drop_leading_optional, fold_case, relax
 from .locate import Locator, build_locator
 from .pack_format import (ALLOWLIST_REGEX_FIELDS, EntityRule, JsonKeyRule, Pack, RegexRule,
                           TermsRule)
@@ -301,7 +301,8 @@ def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     """
     if "verbose" in rule.flags:
         return None
-    relaxed = relax(_without_g(widen_backreferences(rule.pattern)), unicode=unicode)
+    relaxed = relax(_without_g(widen_backreferences(rule.pattern)), unicode=unicode,
+                    ignorecase="ignorecase" in rule.flags)
     if relaxed is None:
         return None
     relaxed = drop_leading_optional(relaxed)
@@ -505,7 +506,7 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
                 flags |= FLAGS[name]
             compiled.append(CompiledRegex(
                 qid, owner, rule, path=pack.path,
-                keywords=tuple(k.lower() for k in rule.keywords),
+                keywords=tuple(fold_case(k) for k in rule.keywords),
                 checksum=CHECKSUMS.get(rule.checksum) if rule.checksum else None,
                 requires=tuple(REQUIRES[name] for name in rule.requires),
                 re2_source=_re2_source(rule),
