@@ -665,3 +665,25 @@ def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(te
     assert not any(v != literal and v.startswith(literal) and v[len(literal):] in
                    ("'", "'.", ")", ")**", "`", ".") for v in found)
     assert "C:\\Program" not in found
+
+
+def test_case_insensitive_terms_survive_a_dotted_capital_i_anywhere_in_the_text():
+    """İ lowercases to two characters: the lowercased text no longer lined up with the text
+    and the rule matched case-sensitively, so 'ACME WIDGET' was lost beside 'İstanbul'."""
+    pack = pack_from("""
+name: t
+version: '1'
+rules:
+  - id: product
+    kind: terms
+    terms: [Acme Widget, İzmir Hub]
+    ignore_case: true
+""")
+    extractor = Extractor([pack])
+
+    def values(text: str) -> list[str]:
+        return [l.value for l in extractor.scan_text(text, "user").literals]
+
+    assert values("İstanbul: ACME WIDGET") == ["ACME WIDGET"]
+    assert values("ACME WİDGET and acme wıdget") == ["ACME WİDGET", "acme wıdget"]
+    assert values("izmir hub, İZMİR HUB") == ["izmir hub", "İZMİR HUB"]

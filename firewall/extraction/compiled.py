@@ -225,9 +225,9 @@ class CompiledTerms(CompiledRule):
     whole_word: bool = True
 
     def find(self, text: str, timeout: float) -> list[tuple[int, int]]:
-        haystack = text.lower() if self.ignore_case else text
-        if self.ignore_case and len(haystack) != len(text):
-            haystack = text  # lowercasing changed lengths (rare scripts): offsets would lie
+        haystack = _lower_same_length(text) if self.ignore_case else text
+        if len(haystack) != len(text):
+            haystack = text  # lowercasing changed lengths: offsets would lie
         spans = []
         for end_index, length in self.automaton.iter_long(haystack):
             start, end = end_index - length + 1, end_index + 1
@@ -276,6 +276,16 @@ def _remember(memo: dict[str, bool], value: str, answer: bool) -> None:
     if len(memo) >= VERDICTS_MAX:
         memo.clear()
     memo[value] = answer
+
+
+def _lower_same_length(text: str) -> str:
+    """``text`` lowercased, one character for one (İ lowercases to two: an i and a combining
+    dot, which shifted every offset after it), with İ, ı and the long s as i, i and s, as
+    `regex` ignores case."""
+    return text.lower() if text.isascii() else text.translate(_FOLD_SAME_LENGTH).lower()
+
+
+_FOLD_SAME_LENGTH = {0x130: "i", 0x131: "i", 0x17F: "s"}
 
 
 def _glued(text: str, i: int) -> bool:
@@ -516,7 +526,7 @@ def compile_pack(pack: Pack) -> list[CompiledRule]:
         elif isinstance(rule, TermsRule):
             automaton = ahocorasick.Automaton()
             for term in rule.terms:
-                key = term.lower() if rule.ignore_case else term
+                key = _lower_same_length(term) if rule.ignore_case else term
                 if key:
                     automaton.add_word(key, len(key))
             automaton.make_automaton()
