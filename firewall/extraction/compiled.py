@@ -282,7 +282,10 @@ def _lower_same_length(text: str) -> str:
     """``text`` lowercased, one character for one (İ lowercases to two: an i and a combining
     dot, which shifted every offset after it), with İ, ı and the long s as i, i and s, as
     `regex` ignores case."""
-    return text.lower() if text.isascii() else text.translate(_FOLD_SAME_LENGTH).lower()
+    lowered = text.lower()
+    if len(lowered) != len(text) or "\u0131" in lowered or "\u017f" in lowered:
+        lowered = text.translate(_FOLD_SAME_LENGTH).lower()  # rare: translate is 10x slower
+    return lowered
 
 
 _FOLD_SAME_LENGTH = {0x130: "i", 0x131: "i", 0x17F: "s"}

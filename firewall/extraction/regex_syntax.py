@@ -89,7 +89,10 @@ def fold_case(text: str) -> str:
     occurs under `regex`'s IGNORECASE (any case): full case folding (the Kelvin sign is a
     ``k``, the long s an ``s``), with the dotted and dotless i folded to ``i``. It only ever
     finds more occurrences than ``lower`` (its combining dot above is dropped too)."""
-    return text.casefold().translate(_FOLD_I)
+    folded = text.casefold()
+    if "\u0131" in folded or "\u0307" in folded:  # a search each: translate is 10x slower
+        folded = folded.translate(_FOLD_I)
+    return folded
 
 
 _FOLD_I = {0x131: "i", 0x307: None}  # ı -> i; İ casefolds to i + U+0307
