@@ -93,3 +93,43 @@ def test_without_a_cache_no_database_is_compiled(monkeypatch):
     extractor = Extractor([pack_from(PACK)])
     assert not extractor._prefilter.wait_multimatch(timeout=5)
     assert [l.value for l in extractor.scan_text("ABC123", "user").literals] == ["ABC123"]
+
+
+CASELESS = r"""
+name: c
+version: '1'
+rules:
+  - id: flag
+    kind: regex
+    pattern: '(?<![\w-])fix-\d{4}'
+    flags: [ignorecase]
+  - id: scoped
+    kind: regex
+    pattern: '(?<![\w-])(?i:key)=(?=[A-Z0-9]{0,9}\d)[A-Z0-9]{3,10}(?![\w-])'
+  - id: keyed
+    kind: regex
+    pattern: '(?i)visit-\d{4}'
+    keywords: [visit]
+  - id: dotless
+    kind: regex
+    pattern: '(?i)ıd=\d{4}'
+"""
+
+
+def test_the_databases_keep_case_insensitive_rules_regex_folds_beyond_ascii(tmp_path,
+                                                                            monkeypatch):
+    """`regex` matches i with İ, I with ı, k with the Kelvin sign: neither database (nor the
+    keywords or the locator tests in them) may rule such a match out."""
+    monkeypatch.setenv("FIREWALL_CACHE_DIR", str(tmp_path))
+    extractor = Extractor([pack_from(CASELESS)])
+    assert extractor._prefilter.wait_multimatch(timeout=120)  # both, when the UTF-8 one holds any
+    for text in ["é FİX-1234", "FİX-1234", "é \u212aEY=AB12", "\u212aey=AB12", "VİSİT-1234 é",
+                 "ID=1234", "é ID=1234", "fix-1234 key=AB12 visit-1234"]:
+        got = sorted((l.rule, l.start, l.end) for l in extractor.scan_text(text, "user").literals)
+        expected = []
+        for rule in extractor.rules:
+            locator, rule.locator = rule.locator, None  # `regex` alone
+            expected += [(rule.qid, s, e) for s, e in rule.find(text, 1.0)]
+            rule.locator = locator
+        assert got == sorted(expected), text
+        assert got, text

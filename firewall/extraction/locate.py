@@ -502,8 +502,10 @@ def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str],
     if derived is None:
         return None
     source, shift = derived
-    relaxed, whole = relax(source), relax(pattern, unicode=True)
-    widened = relax(source, unicode=True)
+    caseless = bool(flags & regex.IGNORECASE)  # (?i) and (?i:...) in the pattern: relax sees them
+    relaxed = relax(source, ignorecase=caseless)
+    whole = relax(pattern, unicode=True, ignorecase=caseless)
+    widened = relax(source, unicode=True, ignorecase=caseless)
     if relaxed is None or whole is None:
         return None
     inline = "".join(letter for name, letter in INLINE_FLAGS.items()
@@ -529,7 +531,7 @@ def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str],
     strict = strict_locator_source(pattern, flags, requires) \
         if requires and "literal" not in compiled.groupindex else None
     if strict is not None:
-        strict_relaxed = relax(strict[0])
+        strict_relaxed = relax(strict[0], ignorecase=caseless)
         try:
             strict_compiled = None if strict_relaxed is None else re2.compile(
                 f"(?{inline}){strict_relaxed}" if inline else strict_relaxed, options)

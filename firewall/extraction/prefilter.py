@@ -2,9 +2,10 @@
 
 A prefilter may only narrow the set of rules `regex` runs; it never decides a result. Two
 stages. First the gitleaks-style keywords: one RE2 ``Set`` of every rule's keywords on ASCII
-text, Aho-Corasick over the lowercased text elsewhere. Then the rules' own patterns, in small
-RE2 sets (groups), each reporting in one pass which of its patterns match anywhere; a group is
-only run when one of its rules survived the keyword stage. The patterns handed to RE2 are
+text, Aho-Corasick over the case-folded text elsewhere (``regex_syntax.fold_case``: as `regex`
+ignores case, İ holds an i). Then the rules' own patterns, in small RE2 sets (groups), each
+reporting in one pass which of its patterns match anywhere; a group is only run when one of
+its rules survived the keyword stage. The patterns handed to RE2 are
 widened (``regex_syntax.relax``) so that RE2 finding no match proves `regex` finds none: the plain
 form on ASCII text, the ``unicode`` form (every shorthand and class also matching any non-ASCII
 character) on other text. Ineligible patterns go straight to `regex`. With Hyperscan installed
@@ -31,6 +32,7 @@ import regex
 
 from . import multimatch
 from .compiled import CompiledRegex
+from .regex_syntax import fold_case
 
 try:  # google-re2 is a core dependency; without it the prefilter is keywords only
     import re2
@@ -54,8 +56,8 @@ def ascii_bytes(text: str) -> bytes | None:
 
 
 def _keyword_source(keywords: Sequence[str]) -> str | None:
-    """An RE2 pattern matching ASCII text whose lowercase holds one of ``keywords`` (given in
-    lowercase); keywords that are not ASCII cannot occur in it and are left out."""
+    """An RE2 pattern matching ASCII text whose lowercase holds one of ``keywords`` (given
+    case-folded); keywords that are not ASCII cannot occur in it and are left out."""
     usable = sorted({k for k in keywords if k and k.isascii()})
     if not usable:
         return None
@@ -231,7 +233,8 @@ class Prefilter:
         return sorted(allowed & matched)
 
     def _keyed(self, text: str, ascii_data: bytes | None) -> set[int]:
-        """The rules without keywords, and those with a keyword in ``text`` (case-folded)."""
+        """The rules without keywords, and those with a keyword in ``text`` (case-folded as the
+        keywords are: ``fold_case``)."""
         allowed = set(self._unkeyed)
         if self._automaton is None:
             return allowed
@@ -239,7 +242,7 @@ class Prefilter:
             keyword_set, members = self._keyword_set
             allowed.update(members[j] for j in keyword_set.Match(ascii_data) or ())
         else:
-            for _, indices in self._automaton.iter(text.lower()):
+            for _, indices in self._automaton.iter(fold_case(text)):
                 allowed |= indices
         return allowed
 
@@ -271,12 +274,14 @@ def _locator_conditions(rule: CompiledRegex, unicode: bool = False) -> list[str]
     if re2 is None or rule.flags & regex.VERBOSE:
         return []
     pattern, flags = rule.rule.pattern, rule.flags
+    caseless = bool(flags & regex.IGNORECASE)
     inline = "".join(letter for name, letter in INLINE_FLAGS.items() if name in rule.rule.flags)
     options = re2.Options()
     options.log_errors = False
 
     def checked(source: str | None) -> str | None:
-        relaxed = None if source is None else relax(source, unicode=unicode)
+        relaxed = None if source is None else relax(source, unicode=unicode,
+                                                    ignorecase=caseless)
         if relaxed is None or (unicode and not _plain_unicode(relaxed)):
             return None
         relaxed = f"(?{inline}){relaxed}" if inline else relaxed
@@ -286,7 +291,7 @@ def _locator_conditions(rule: CompiledRegex, unicode: bool = False) -> list[str]
             return None
         return relaxed
 
-    whole = relax(pattern, unicode=True)
+    whole = relax(pattern, unicode=True, ignorecase=caseless)
     if whole is None:
         return []
     try:  # as build_locator: a pattern RE2 lacks, or that may match "", has no locator

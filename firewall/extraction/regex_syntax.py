@@ -72,7 +72,33 @@ _WIDE = {"d": rf"[\d{_NON_ASCII}]", "w": rf"[\w{_NON_ASCII}]",
          "s": rf"[\s\x0b\x1c-\x1f{_NON_ASCII}]"}
 
 
-def relax(pattern: str, *, unicode: bool = False) -> str | None:
+# `regex` under IGNORECASE equates i with İ (U+0130) and I with ı (U+0131); RE2 and Hyperscan do
+# not (they do equate k with the Kelvin sign and s with the long s, as `regex` does: the test
+# suite checks every cased character). Under IGNORECASE these four stand for all four.
+TURKIC_I = "iI\u0130\u0131"
+_TURKIC_CLASS = r"[iI\x{130}\x{131}]"
+_LETTERS = "A-Za-z"
+_GLOBAL_IGNORECASE = regex.compile(r"\(\?[a-zA-Z]*i[a-zA-Z]*\)")
+_SCOPED_FLAGS = regex.compile(r"\(\?([a-zA-Z]*)(?:-[a-zA-Z]*)?:")
+_GROUP_OPENER = regex.compile(  # a name, a reference, a comment or flags: copied, no letters
+    r"\(\?(?:P?<[A-Za-z_]\w*>|P=\w+\)|#[^)]*\)|[a-zA-Z]*(?:-[a-zA-Z]*)?[:)])")
+
+
+def fold_case(text: str) -> str:
+    """``text`` case-folded for keyword matching, so that a keyword occurs in it whenever it
+    occurs under `regex`'s IGNORECASE (any case): full case folding (the Kelvin sign is a
+    ``k``, the long s an ``s``), with the dotted and dotless i folded to ``i``. It only ever
+    finds more occurrences than ``lower`` (its combining dot above is dropped too)."""
+    folded = text.casefold()
+    if "\u0131" in folded or "\u0307" in folded:  # a search each: translate is 10x slower
+        folded = folded.translate(_FOLD_I)
+    return folded
+
+
+_FOLD_I = {0x131: "i", 0x307: None}  # ı -> i; İ casefolds to i + U+0307
+
+
+def relax(pattern: str, *, unicode: bool = False, ignorecase: bool = False) -> str | None:
     """``pattern`` widened into RE2 syntax; None if the pattern is too unusual to rewrite safely.
 
     Lookarounds, ``$``, ``\\Z`` and (``unicode``) ``\\b``/``\\B`` are dropped, possessive quantifiers and
@@ -81,10 +107,19 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
     \\b`` are ASCII). The ``unicode`` form also lets every shorthand and every positive class
     match any non-ASCII character, so it is a widening on any text; a negated class holding a
     negated shorthand (``[^\\W_]``) cannot be widened that way and gives None.
+
+    Where the pattern ignores case (``ignorecase``: the rule's flag; or an inline ``(?i)``, or
+    inside ``(?i:...)``), the letters `regex` folds beyond RE2 are widened: i, I, İ and ı each
+    match all four (ASCII i and I only in the ``unicode`` form: the plain one sees ASCII text),
+    a positive class holding a non-ASCII character also matches i and I, and a Unicode
+    property (``\\p{Lt}`` holds every cased letter for `regex`) also matches any letter.
     """
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class, class_start, negated = False, -1, False
+    class_out = 0  # where the class's output starts (plain form: a union may wrap it)
+    caseless = ignorecase or _GLOBAL_IGNORECASE.search(pattern) is not None
+    scopes: list[bool] = []  # ``caseless`` outside each open group
     while i < n:
         ch = pattern[i]
         if ch == "\\":
@@ -94,11 +129,19 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
                 if close < 0:
                     return None
                 esc = pattern[i:close + 1]  # \x{...}, \p{...}: one atom, not a repetition
+            elif esc[1:] in ("p", "P") and i + 2 < n:
+                esc = pattern[i:i + 3]  # \pL
             i += len(esc)
             letter = esc[1:2]
             if unicode and in_class and negated and letter in ("W", "D", "S", "P"):
                 return None
-            if unicode and not in_class and letter in _WIDE and len(esc) == 2:
+            if caseless and not in_class and letter in ("p", "P"):
+                wide = _NON_ASCII if unicode else ""
+                out.append(f"(?:{esc}|[{_LETTERS}{wide}])")
+            elif caseless and unicode and not in_class and _hex_char(esc, pattern, i) in ("i", "I"):
+                out.append(_TURKIC_CLASS)
+                i += 2
+            elif unicode and not in_class and letter in _WIDE and len(esc) == 2:
                 out.append(_WIDE[letter])
             elif unicode and not in_class and esc in ("\\b", "\\B"):
                 pass  # an assertion dropped (Unicode word boundaries): matches can only widen
@@ -120,8 +163,12 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
             # a "]" right after "[" or "[^" is a literal member, not the end of the class
             if ch == "]" and i != class_start:
                 in_class = False
-                if unicode and not negated:  # a union: appending a range could glue onto a "-"
-                    out.append(f"]|[{_NON_ASCII}])")
+                extra = _caseless_partners(pattern[class_start:i]) \
+                    if caseless and not negated else ""
+                if not unicode and extra:
+                    out.insert(class_out, "(?:")
+                if (unicode or extra) and not negated:  # a union: a range could glue to a "-"
+                    out.append(f"]|[{extra}{_NON_ASCII if unicode else ''}])")
                     i += 1
                     continue
             out.append(ch)
@@ -131,9 +178,29 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
             in_class = True
             negated = pattern.startswith("^", i + 1)
             class_start = i + 2 if negated else i + 1
+            class_out = len(out)
             out.append(("(?:" if unicode and not negated else "") + pattern[i:class_start])
             i = class_start
             continue
+        if ch == "(" and not pattern.startswith(_LOOKAROUND, i):
+            scopes.append(caseless)
+            if pattern.startswith("(?", i):  # copied whole: a group's name or flags are no atoms
+                if pattern.startswith("(?>", i):  # atomic -> ordinary
+                    out.append("(?:")
+                    i += 3
+                    continue
+                opener = _GROUP_OPENER.match(pattern, i)
+                end = opener.end() if opener is not None else i + 2
+                scoped = _SCOPED_FLAGS.match(pattern, i)
+                if scoped is not None and "i" in scoped[1]:
+                    caseless = True  # (?-i:...) is left caseless: matches can only widen
+                out.append(pattern[i:end])
+                if pattern[end - 1] == ")":  # (?i), (?#...), (?P=n): no group stays open
+                    scopes.pop()
+                i = end
+                continue
+        if ch == ")" and scopes:
+            caseless = scopes.pop()
         if ch == "(" and pattern.startswith(_LOOKAROUND, i):
             end = group_end(pattern, i)
             if end is None:
@@ -142,10 +209,6 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
             continue
         if ch == "$":
             i += 1  # an assertion dropped (`regex` also matches it before a final newline)
-            continue
-        if pattern.startswith("(?>", i):
-            out.append("(?:")
-            i += 3
             continue
         if ch == "+" and out and (out[-1] in ("+", "*", "?", "}") or BOUND.fullmatch(out[-1])):
             i += 1  # possessive -> greedy
@@ -163,9 +226,35 @@ def relax(pattern: str, *, unicode: bool = False) -> str | None:
                     out.append(f"{{{low}}}" if int(bound[1]) <= 64 else f"{{{low},}}")
                 i = bound.end()
                 continue
-        out.append(ch)
+        if caseless and ch in TURKIC_I and (unicode or not ch.isascii()):
+            out.append(_TURKIC_CLASS)
+        else:
+            out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _hex_char(esc: str, pattern: str, end: int) -> str | None:
+    """The character a ``\\xHH`` escape (``esc`` being ``\\x``, its digits at ``end``) names."""
+    digits = pattern[end:end + 2]
+    if esc != "\\x" or len(digits) != 2 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        return None
+    return chr(int(digits, 16))
+
+
+def _caseless_partners(members: str) -> str:
+    """What a positive class with these members must also match under IGNORECASE: i and I
+    for İ or ı (or a range that may hold them: one ending in a non-ASCII character), every
+    letter for a Unicode property (`regex` reads ``\\p{Lt}`` as every cased letter); the
+    non-ASCII partners of i and I are the ``unicode`` form's already."""
+    if "\\p" in members or "\\P" in members:
+        return _LETTERS
+    if "\u0130" in members or "\u0131" in members or _RANGE_PAST_I.search(members):
+        return "iI"
+    return ""
+
+
+_RANGE_PAST_I = regex.compile("-[\u0130-\U0010FFFF]")
 
 
 def group_end(pattern: str, start: int) -> int | None:
