@@ -5,7 +5,7 @@ the CC0 Claude Code sessions), the ID-like and strict gold recall of the budgete
 and its cost, exactly as ``firewall eval``'s ledger columns measure them (same cuts, same gold,
 same default budget), for:
 
-- ``hand-set``: the shipped default (``firewall/salience.json``);
+- ``hand-set``: the shipped default (``firewall/compaction/salience.json``);
 - each fitted candidate (``CANDIDATES``), judged two ways:
   - ``by conversation``: K-fold over conversations (each domain's conversations dealt to the
     folds in turn); fitted on the other folds of every domain, judged on the held-out fold;
