@@ -293,3 +293,26 @@ def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
     for secret in SECRETS:
         for query in {secret, secret[:6], secret[-6:]}:
             assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200})), query
+
+
+SIBLINGS = ("Deploy ORD-1111-11111 to staging tonight, roll back ORD-2222-22222 from canary "
+            "first, then audit ORD-3333-33333 in production.")
+
+
+def assert_the_value_beside_the_words_ranks_first(fw):
+    # one line, three literals: each is named by the words next to it, not by the line as a
+    # whole, so the line's siblings must not outrank the one beside the asked words
+    fw.compact(messages("\n" + SIBLINGS), summarize)
+    for words, value in (("roll back canary", "ORD-2222-22222"),
+                         ("audit production", "ORD-3333-33333"),
+                         ("deploy staging tonight", "ORD-1111-11111")):
+        hits = fw.recall(words, limit=5)
+        assert hits and hits[0].value == value and hits[0].match == "context", (words, hits)
+
+
+def test_context_words_rank_the_value_beside_them_first_among_its_line(fw):
+    assert_the_value_beside_the_words_ranks_first(fw)
+
+
+def test_postgres_ranks_context_words_as_sqlite_does(pg_fw):
+    assert_the_value_beside_the_words_ranks_first(pg_fw)
