@@ -316,3 +316,15 @@ def test_context_words_rank_the_value_beside_them_first_among_its_line(fw):
 
 def test_postgres_ranks_context_words_as_sqlite_does(pg_fw):
     assert_the_value_beside_the_words_ranks_first(pg_fw)
+
+
+def test_proximity_counts_the_words_around_a_value_not_inside_it():
+    from firewall.audit.archive import PROXIMITY_CHARS, proximity
+
+    line = "assert_allclose(result, [0, 27.9412, 104.1317])"
+    assert proximity(["result"], "v result", "v") == 1.0 - 1 / (PROXIMITY_CHARS + 1)
+    assert proximity(["result"], "vresult", "v") == 1.0  # touching
+    assert proximity(["result"], line, "27.9412") > proximity(["result"], line, "104.1317")
+    assert proximity(["assert"], line, "assert_allclose") == 0.0  # only inside the value
+    assert proximity(["absent"], line, "27.9412") == 0.0
+    assert proximity(["x"], "x" + " " * PROXIMITY_CHARS + "v", "v") == 0.5
