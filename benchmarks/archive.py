@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from firewall import archive_sqlite  # noqa: E402
+from firewall.audit import archive_sqlite  # noqa: E402
 from firewall.audit.archive import ArchiveEntry, ArchiveLimits, Query, value_parts  # noqa: E402
 from firewall.audit import SQLiteAuditLog, literal_hash  # noqa: E402
 

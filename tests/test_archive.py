@@ -293,3 +293,38 @@ def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
     for secret in SECRETS:
         for query in {secret, secret[:6], secret[-6:]}:
             assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200})), query
+
+
+SIBLINGS = ("Deploy ORD-1111-11111 to staging tonight, roll back ORD-2222-22222 from canary "
+            "first, then audit ORD-3333-33333 in production.")
+
+
+def assert_the_value_beside_the_words_ranks_first(fw):
+    # one line, three literals: each is named by the words next to it, not by the line as a
+    # whole, so the line's siblings must not outrank the one beside the asked words
+    fw.compact(messages("\n" + SIBLINGS), summarize)
+    for words, value in (("roll back canary", "ORD-2222-22222"),
+                         ("audit production", "ORD-3333-33333"),
+                         ("deploy staging tonight", "ORD-1111-11111")):
+        hits = fw.recall(words, limit=5)
+        assert hits and hits[0].value == value and hits[0].match == "context", (words, hits)
+
+
+def test_context_words_rank_the_value_beside_them_first_among_its_line(fw):
+    assert_the_value_beside_the_words_ranks_first(fw)
+
+
+def test_postgres_ranks_context_words_as_sqlite_does(pg_fw):
+    assert_the_value_beside_the_words_ranks_first(pg_fw)
+
+
+def test_proximity_counts_the_words_around_a_value_not_inside_it():
+    from firewall.audit.archive import PROXIMITY_CHARS, proximity
+
+    line = "assert_allclose(result, [0, 27.9412, 104.1317])"
+    assert proximity(["result"], "v result", "v") == 1.0 - 1 / (PROXIMITY_CHARS + 1)
+    assert proximity(["result"], "vresult", "v") == 1.0  # touching
+    assert proximity(["result"], line, "27.9412") > proximity(["result"], line, "104.1317")
+    assert proximity(["assert"], line, "assert_allclose") == 0.0  # only inside the value
+    assert proximity(["absent"], line, "27.9412") == 0.0
+    assert proximity(["x"], "x" + " " * PROXIMITY_CHARS + "v", "v") == 0.5

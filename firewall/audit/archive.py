@@ -14,8 +14,8 @@ A context line has every secret the scan found replaced by ``[secret]`` before i
 Ranking, best first: the exact value, then a value the query begins or ends (an id's prefix, a
 path's base name), then a whole part (a path segment, a snake_case/camelCase/dotted part: the
 FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (the share of
-them a line holds, shorter lines first: BM25 without its IDF, which a common word would make a
-scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
+them a line holds, then the value nearest them in its line, then shorter lines: BM25 without its
+IDF, which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
 (``SCORES``), so a better tier always ranks first.
 
 This module holds the model, the entries a compaction writes, and the query plan; the stores
@@ -37,6 +37,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
 CANDIDATES = 200  # rows an FTS tier ranks at most (newest first): bounds a common word's cost
 CONTEXT_CANDIDATES = 50  # the same for context words, whose lines are longer to rank
+PROXIMITY_CHARS = 12  # characters between a value and a query word that halve its proximity
 
 # score bands per tier: a better tier always outranks a worse one
 SCORES = {"exact": 5.0, "prefix": 4.0, "suffix": 4.0, "part": 3.0, "part_prefix": 2.0,
@@ -259,16 +260,40 @@ def context_terms(words: Sequence[str]) -> list[str]:
     return kept or list(words)
 
 
-def context_relevance(asked: Sequence[str], context: str | None) -> float:
+def context_relevance(asked: Sequence[str], context: str | None,
+                      value: str | None = None) -> float:
     """The score of a context line within its tier (0..0.9): the share of the asked words it
-    holds, then shorter lines first (BM25's length normalisation; its IDF would need every
-    matching row read, which a common word makes a scan of the archive)."""
+    holds, then how near the value sits to them in its line (term proximity: a line holding
+    several literals, the one beside the words first), then shorter lines first (BM25's length
+    normalisation; its IDF would need every matching row read, which a common word makes a
+    scan of the archive)."""
     text = (context or "").lower()
     held = set(_WORD.findall(text)) if len(asked) > 1 else set()
     # one word: the index matched it; several: some of them (OR) or all (AND)
     coverage = 1.0 if len(asked) == 1 else \
         sum(w.lower() in held or w.lower() in text for w in asked) / len(asked)
-    return 0.6 * coverage + 0.3 * min(1.0, 60 / max(len(context or ""), 1))
+    return 0.6 * coverage + 0.2 * proximity(asked, text, (value or "").lower()) + \
+        0.1 * min(1.0, 60 / max(len(context or ""), 1))
+
+
+def proximity(asked: Sequence[str], text: str, value: str) -> float:
+    """1 when an asked word touches ``value`` in ``text`` (both lowercased), falling with the
+    characters between them (1/2 at ``PROXIMITY_CHARS``); 0 when the value or the words are
+    not there. Words inside the value itself do not count: they are its parts, not its
+    context (a query of parts is the part tier's)."""
+    at = text.find(value) if value else -1
+    if at < 0:
+        return 0.0
+    end, gap = at + len(value), None
+    for word in {w.lower() for w in asked}:
+        i = text.find(word)
+        while i >= 0:
+            j = i + len(word)
+            if j <= at or i >= end:  # outside the value
+                d = at - j if j <= at else i - end
+                gap = d if gap is None else min(gap, d)
+            i = text.find(word, i + 1)
+    return 0.0 if gap is None else PROXIMITY_CHARS / (PROXIMITY_CHARS + gap)
 
 
 def rank(found: dict[Any, tuple[str, float, tuple[int, int]]], limit: int) -> list[Any]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .archive import (CANDIDATES, SCORES, ArchiveEntry, ArchiveHit, ArchiveLimits, Query,
-                      better, rank)
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, ArchiveEntry, ArchiveHit,
+                      ArchiveLimits, Query, better, context_relevance, context_terms, rank)
 from .archive_sqlite import ArchiveWrite
 
 KEY_CHARS = 256
@@ -162,7 +162,7 @@ def _like(text: str) -> str:
 
 
 def recall(conn: Any, query: Query) -> list[ArchiveHit]:
-    """``archive_sqlite.recall`` with the same tiers; BM25 is ``ts_rank_cd`` here."""
+    """``archive_sqlite.recall`` with the same tiers and the same scores."""
     conn = _tuples(conn)
     where, params = ["NOT a.sensitive"], []
     for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
@@ -177,8 +177,9 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     text, words = query.text, query.words
     key = text[:KEY_CHARS]
 
-    def take(tier: str, sql: str, args: Sequence[object], within: Any = None) -> None:
-        for row in conn.execute(sql, [*args, *params, CANDIDATES]).fetchall():
+    def take(tier: str, sql: str, args: Sequence[object], within: Any = None,
+             cap: int = CANDIDATES) -> None:
+        for row in conn.execute(sql, [*args, *params, cap]).fetchall():
             rows[row[9]] = row
             score = within(row) if within else 0.0
             better(found, row[9], tier, score, (row[6], row[5]))
@@ -210,14 +211,17 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
         take("part_prefix", f"SELECT {select} FROM archive a WHERE a.parts_tsv @@ "
                             f"to_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC LIMIT %s",
              [prefix], closeness)
-    for joiner, factor in (("&", 1.0), ("|", 0.5)):
-        if not words or enough() or (joiner == "|" and len(words) < 2):
-            continue
-        tsquery = f" {joiner} ".join(w.lower() for w in words)
-        take("context", f"SELECT {select}, ts_rank_cd(a.context_tsv, q) FROM archive a, "
-                        f"to_tsquery('simple', %s) q WHERE a.context_tsv @@ q AND {filters} "
-                        f"ORDER BY a.id DESC LIMIT %s", [tsquery],
-             lambda row, f=factor: f * min(0.9, row[10] / (1.0 + row[10])))
+    # context words as in SQLite: the same words asked, the same conditions and the same score
+    # within the tier (coverage, proximity to the value, line length), AND first, then OR
+    asked = [w.lower() for w in context_terms(words)]
+    if asked and (not found or (" " in text and not enough())):
+        for joiner in ("&", "|"):
+            if joiner == "|" and (len(asked) < 2 or enough()):
+                break
+            take("context", f"SELECT {select} FROM archive a WHERE a.context_tsv @@ "
+                            f"to_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC "
+                            f"LIMIT %s", [f" {joiner} ".join(asked)],
+                 lambda row: context_relevance(asked, row[8], row[0]), CONTEXT_CANDIDATES)
     return [ArchiveHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                        round(SCORES[found[k][0]] + found[k][1], 4), found[k][0])
             for k in rank(found, query.limit) for row in (rows[k],)]

@@ -232,7 +232,7 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     asked = context_terms(words)
     if asked and (not found or (" " in text and not enough())):
         def relevance(row: sqlite3.Row) -> float:
-            return context_relevance(asked, row["context"])
+            return context_relevance(asked, row["context"], row["value"])
 
         take("context", fts("archive_context"), [" AND ".join(phrase([w]) for w in asked)],
              relevance, CONTEXT_CANDIDATES)
