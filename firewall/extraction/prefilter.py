@@ -252,6 +252,22 @@ class Prefilter:
         return allowed
 
 
+class PatternGate:
+    """Which of a few patterns (widened for RE2, None: not eligible) can match an ASCII text,
+    in one pass of one RE2 set: the indices of every pattern it cannot rule out."""
+
+    def __init__(self, sources: Sequence[str | None]) -> None:
+        self._set, self._members, outside = _build_set(sources)
+        self._outside = frozenset(outside)
+
+    def possible(self, data: bytes) -> frozenset[int] | set[int]:
+        """``data``: ``ascii_bytes`` of the text (not None)."""
+        if self._set is None:
+            return self._outside
+        members = self._members
+        return self._outside.union(members[j] for j in self._set.Match(data) or ())
+
+
 def _plain_unicode(source: str | None) -> bool:
     """Does Hyperscan read this widened pattern as RE2 does on UTF-8? Not when it ignores
     case (RE2 and `regex` fold beyond ASCII: the Kelvin sign is a ``k``), names non-ASCII
