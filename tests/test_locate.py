@@ -82,6 +82,26 @@ def test_located_noise_spans_equal_the_plain_scan_for_every_builtin_noise_patter
             locator.use = decided
 
 
+@settings(max_examples=300, deadline=None)
+@given(noise_texts)
+def test_the_noise_gate_never_rules_out_a_noise_pattern_that_matches(text):
+    data = ascii_bytes(text)
+    if data is None:
+        return  # the gate only judges ASCII text; other text runs every noise pattern
+    possible = EXTRACTOR._noise_gate.possible(data)
+    for i, noise in enumerate(NOISE):
+        if any(m.end() > m.start() for m in noise.pattern.finditer(text)):
+            assert i in possible, noise.qid
+
+
+def test_the_noise_gate_rules_out_noise_patterns_that_cannot_match():
+    text = "see src/app.py and order 1234567 today"
+    possible = EXTRACTOR._noise_gate.possible(ascii_bytes(text))
+    gutter = next(i for i, n in enumerate(NOISE) if n.qid.endswith("/ls-long-columns"))
+    assert gutter not in possible
+    assert len(possible) < len(NOISE)
+
+
 def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
     from firewall.extraction.locate import TRIAL_EARLY, TRIAL_TEXTS
 

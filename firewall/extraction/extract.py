@@ -21,7 +21,7 @@ from ..json_values import (embedded_json, json_keys, json_leaves, parse_json,
 from .confusables import fold, has_homoglyphs, mixed_script
 from ..literals import Literal, SecretIndex, spread_sensitivity
 from .pack_format import Pack
-from .prefilter import Prefilter, ascii_bytes
+from .prefilter import PatternGate, Prefilter, ascii_bytes
 from ..turns import ROLES, Conversation, Turn
 from .unspaced import cut_from_path, has_unspaced, spaced
 
@@ -76,6 +76,9 @@ class Extractor:
                     seen.add(noise.qid)
                     self.noise.append(noise)
         self.timeout, self.timeout_per_mb = timeout, timeout_per_mb
+        # one RE2 pass tells which noise patterns can match an ASCII text: the others are
+        # not run (each was a pass of its own over every text with literals)
+        self._noise_gate = PatternGate([n.re2_source for n in self.noise])
         self._sensitive = {r.qid for r in self.rules if r.rule.sensitive}
         # one prefilter for every role: its RE2 sets warm up, and hold memory, once
         self._regex = [r for r in self.rules if isinstance(r, CompiledRegex)]
@@ -164,8 +167,12 @@ class Extractor:
         ``data``: ``ascii_bytes(text)``, when known."""
         lowered = text.lower()
         spans: list[tuple[int, int]] = []
+        noises = self.noise
+        if data is not None:
+            possible = self._noise_gate.possible(data)
+            noises = [n for i, n in enumerate(noises) if i in possible]
         try:
-            for noise in self.noise:
+            for noise in noises:
                 spans += noise.spans(text, lowered, timeout, data)
         except TimeoutError:
             return None

@@ -42,6 +42,10 @@ except ImportError:  # pragma: no cover - exercised only on platforms without a 
 # \s in `regex` includes \v and \x1c-\x1f; in RE2 it does not, so such text skips RE2.
 _UNSAFE_CHARS = "\x0b\x1c\x1d\x1e\x1f"  # each tested with ``in`` (a memchr)
 GROUP_SIZE = 16  # patterns per RE2 set
+# beside a Hyperscan database, the few rules it lacks get one RE2 set each: only the rules whose
+# keywords occur run, and a set of one builds a small DFA (a cold scan of non-ASCII text spent
+# three times as long in sets of 16)
+UNJUDGED_GROUP_SIZE = 1
 SET_MEMORY = 16 << 20  # each set's RE2 budget (program and DFA cache)
 # text a prefilter judges before it asks for its Hyperscan databases: a short-lived extractor
 # (a pack's examples checked, a test, a one-line scan) never starts a compile; a session does
@@ -160,7 +164,8 @@ class Prefilter:
              for k in range(multimatch.CONDITIONS)],
             # the RE2 sets of only the rules the database lacks (unicode: they run beside it)
             self._patterns([r.re2_unicode_source if i in unjudged else None
-                            for i, r in enumerate(self._rules)]) if unicode else None)
+                            for i, r in enumerate(self._rules)], UNJUDGED_GROUP_SIZE)
+            if unicode else None)
         return multi
 
     @functools.cached_property
@@ -168,15 +173,15 @@ class Prefilter:
         """The widened patterns, for non-ASCII text (built the first time one comes)."""
         return self._patterns([r.re2_unicode_source for r in self._rules])
 
-    def _patterns(self, sources: Sequence[str | None]) -> _Patterns:
+    def _patterns(self, sources: Sequence[str | None], size: int = GROUP_SIZE) -> _Patterns:
         def order(i: int) -> tuple[int, int]:
             keywords = self._rules[i].keywords
             return (min(map(len, keywords)) if keywords else 0), i
 
         eligible = sorted((i for i, s in enumerate(sources) if s is not None), key=order)
         groups, outside = [], {i for i, s in enumerate(sources) if s is None}
-        for start in range(0, len(eligible), GROUP_SIZE):
-            part = eligible[start:start + GROUP_SIZE]
+        for start in range(0, len(eligible), size):
+            part = eligible[start:start + size]
             rule_set, members, left_out = _build_set([sources[i] for i in part])
             outside.update(part[j] for j in left_out)
             if rule_set is not None:
@@ -245,6 +250,22 @@ class Prefilter:
             for _, indices in self._automaton.iter(fold_case(text)):
                 allowed |= indices
         return allowed
+
+
+class PatternGate:
+    """Which of a few patterns (widened for RE2, None: not eligible) can match an ASCII text,
+    in one pass of one RE2 set: the indices of every pattern it cannot rule out."""
+
+    def __init__(self, sources: Sequence[str | None]) -> None:
+        self._set, self._members, outside = _build_set(sources)
+        self._outside = frozenset(outside)
+
+    def possible(self, data: bytes) -> frozenset[int] | set[int]:
+        """``data``: ``ascii_bytes`` of the text (not None)."""
+        if self._set is None:
+            return self._outside
+        members = self._members
+        return self._outside.union(members[j] for j in self._set.Match(data) or ())
 
 
 def _plain_unicode(source: str | None) -> bool:
