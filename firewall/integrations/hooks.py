@@ -532,23 +532,36 @@ def install_mcp(path: str | os.PathLike[str], command: str = "firewall") -> bool
     the ``mcpServers`` of the JSON file at ``path`` (created if missing); an existing entry of
     that name is kept. True if anything changed."""
     path = Path(path).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    try:
-        config = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
-    servers = config.setdefault("mcpServers", {}) if isinstance(config, dict) else None
+    config = _read_json_object(path)
+    servers = config.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise FirewallError(f'{path}: "mcpServers" is not a JSON object; not touching it')
     if MCP_SERVER in servers:
         return False
     words = shlex.split(command)
     servers[MCP_SERVER] = {"command": words[0], "args": [*words[1:], "mcp"]}
-    write_atomic(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    _write_json(path, config)
     return True
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON settings file the user keeps (an empty or missing one reads as ``{}``); anything
+    else is refused untouched."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
+    if not isinstance(value, dict):
+        raise FirewallError(f"{path} does not hold a JSON object; not touching it")
+    return value
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def merge_hooks(settings: dict[str, Any], config: dict[str, Any]) -> bool:
@@ -578,19 +591,10 @@ def install(path: str | os.PathLike[str], agent: str, command: str = "firewall",
             rules: list[str] | None = None, only: bool = False, with_mcp: bool = False) -> bool:
     """Merge the hooks into the JSON settings file at ``path`` (created if missing)."""
     path = Path(path).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    try:
-        settings = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise FirewallError(f"{path} is not valid JSON ({exc}); not touching it") from None
-    if not isinstance(settings, dict):
-        raise FirewallError(f"{path} does not hold a JSON object; not touching it")
+    settings = _read_json_object(path)
     changed = merge_hooks(settings, hooks_config(agent, command, rules, only, with_mcp))
     if changed:
-        write_atomic(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+        _write_json(path, settings)
     return changed
 
 
