@@ -246,6 +246,18 @@ class Query:
     def words(self) -> list[str]:
         return terms(self.text)
 
+    def filters(self, mark: str) -> tuple[list[str], list[str]]:
+        """The SQL conditions of the optional filters (conversation, kind, rule) on the archive
+        aliased ``a``, written with the driver's placeholder ``mark``, and their values."""
+        wanted = (("conversation_id", self.conversation), ("kind", self.kind),
+                  ("rule", self.rule))
+        given = [(column, value) for column, value in wanted if value is not None]
+        return [f"a.{column} = {mark}" for column, _ in given], [v for _, v in given]
+
+    def closeness(self, value: str) -> float:
+        """Within a part tier, a query that is more of the value ranks higher."""
+        return min(0.9, len(self.text) / max(len(value), 1))
+
 
 # words nearly every context line holds: asked for, they would make the index read most of
 # its rows and rank nothing (kept when a query has no other word)

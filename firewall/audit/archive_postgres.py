@@ -164,13 +164,8 @@ def _like(text: str) -> str:
 def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     """``archive_sqlite.recall`` with the same tiers and the same scores."""
     conn = _tuples(conn)
-    where, params = ["NOT a.sensitive"], []
-    for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
-                           ("rule", query.rule)):
-        if wanted is not None:
-            where.append(f"a.{column} = %s")
-            params.append(wanted)
-    filters = " AND ".join(where)
+    where, params = query.filters("%s")
+    filters = " AND ".join(["NOT a.sensitive", *where])
     select = ", ".join("a." + c for c in _COLUMNS)
     found: dict[int, tuple[str, float, tuple[int, int]]] = {}
     rows: dict[int, tuple] = {}
@@ -188,7 +183,7 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
         return len(found) >= query.limit
 
     def closeness(row: tuple) -> float:
-        return min(0.9, len(text) / max(len(row[0]), 1))
+        return query.closeness(row[0])
 
     take("exact", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) = %s "
                   f"AND a.value = %s AND {filters} LIMIT %s", [key, text])

@@ -186,13 +186,8 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     """The best hits for ``query``, best first (see ``archive`` for the tiers). Each value tier
     runs only while the better ones have found fewer than ``limit``, the context tier only when
     none found anything; an FTS tier ranks at most ``CANDIDATES`` matches, the newest."""
-    where, params = ["a.sensitive = 0"], []
-    for column, wanted in (("conversation_id", query.conversation), ("kind", query.kind),
-                           ("rule", query.rule)):
-        if wanted is not None:
-            where.append(f"a.{column} = ?")
-            params.append(wanted)
-    filters = " AND ".join(where)
+    where, params = query.filters("?")
+    filters = " AND ".join(["a.sensitive = 0", *where])
     found: dict[int, tuple[str, float, tuple[int, int]]] = {}
     rows: dict[int, sqlite3.Row] = {}
     text, words = query.text, query.words
@@ -207,8 +202,8 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     def enough() -> bool:
         return len(found) >= query.limit
 
-    def closeness(row: sqlite3.Row) -> float:  # a part that is more of the value ranks higher
-        return min(0.9, len(text) / max(len(row["value"]), 1))
+    def closeness(row: sqlite3.Row) -> float:
+        return query.closeness(row["value"])
 
     take("exact", f"SELECT {_SELECT} FROM archive a WHERE a.value = ? AND {filters} LIMIT ?",
          [text])
