@@ -1,6 +1,6 @@
 """Patterns RE2 lacks, widened for the prefilter: it only narrows which rules run."""
 
-from firewall.extraction.compiled import widen_backreferences
+from firewall.extraction.regex_syntax import widen_backreferences
 from firewall.extraction.extract import Extractor
 from firewall.extraction.packs import Pack, parse_pack
 

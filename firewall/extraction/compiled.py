@@ -19,7 +19,8 @@ import regex
 
 from .checksums import CHECKSUMS
 from ..errors import PackError
-from .regex_syntax import INLINE_FLAGS, group_end, drop_leading_optional, fold_case, relax
+from .regex_syntax import (INLINE_FLAGS, drop_leading_optional, fold_case, relax,
+                           widen_backreferences, without_g)
 from .locate import Locator, build_locator
 from .pack_format import (ALLOWLIST_REGEX_FIELDS, EntityRule, JsonKeyRule, Pack, RegexRule,
                           TermsRule)
@@ -314,7 +315,7 @@ def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     """
     if "verbose" in rule.flags:
         return None
-    relaxed = relax(_without_g(widen_backreferences(rule.pattern)), unicode=unicode,
+    relaxed = relax(without_g(widen_backreferences(rule.pattern)), unicode=unicode,
                     ignorecase="ignorecase" in rule.flags)
     if relaxed is None:
         return None
@@ -323,100 +324,6 @@ def _re2_source(rule: RegexRule, *, unicode: bool = False) -> str | None:
     return f"(?{inline}){relaxed}" if inline else relaxed
 
 
-_GROUP_NAME = regex.compile(r"\(\?P?<([A-Za-z_]\w*)>")
-_REFERENCE = regex.compile(r"\\([1-9])(?!\d)|\(\?P=([A-Za-z_]\w*)\)")
-
-
-def widen_backreferences(pattern: str) -> str:
-    """``pattern`` with each backreference (``\\1``, ``(?P=name)``) replaced by a copy of the
-    group it refers to, for the prefilter only: "the same text again" becomes "text the group
-    could match", a widening RE2 can run. The pattern unchanged when its groups are unusual
-    (a name given twice, branch resets)."""
-    if "\\" not in pattern and "(?P=" not in pattern:
-        return pattern
-    groups: list[tuple[int, int]] = []  # capturing groups in order: (open, close)
-    names: dict[str, int] = {}
-    i, in_class = 0, False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            i += 1 + pattern.startswith("^", i + 1)
-            i += pattern.startswith("]", i)  # a leading "]" is a member
-            continue
-        elif ch == "(":
-            if pattern.startswith("(?|", i):
-                return pattern
-            named = _GROUP_NAME.match(pattern, i)
-            if named is not None or not pattern.startswith("(?", i):
-                close = group_end(pattern, i)
-                if close is None:
-                    return pattern
-                if named is not None:
-                    if named[1] in names:
-                        return pattern
-                    names[named[1]] = len(groups)
-                groups.append((named.end() if named is not None else i + 1, close))
-        i += 1
-
-    def copy(m: regex.Match[str]) -> str:
-        index = int(m[1]) - 1 if m[1] else names.get(m[2], -1)
-        if not 0 <= index < len(groups):
-            return m[0]
-        start, end = groups[index]
-        return f"(?:{pattern[start:end]})"
-
-    out, last = [], 0
-    for m in _REFERENCE.finditer(pattern):
-        if _escaped(pattern, m.start()) or _inside_class(pattern, m.start()):
-            continue
-        out += [pattern[last:m.start()], copy(m)]
-        last = m.end()
-    return "".join(out) + pattern[last:]
-
-
-def _without_g(pattern: str) -> str:
-    """``pattern`` without ``\\G`` (where the last match ended; RE2 lacks it), for the
-    prefilter only: an assertion dropped, a widening. (Locators keep it, and so get none:
-    ``pattern.match(text, pos)`` would read it as ``pos``.)"""
-    out, last = [], 0
-    for m in regex.finditer(r"\\G", pattern):
-        if not _escaped(pattern, m.start()) and not _inside_class(pattern, m.start()):
-            out.append(pattern[last:m.start()])
-            last = m.end()
-    return "".join(out) + pattern[last:]
-
-
-def _escaped(pattern: str, i: int) -> bool:
-    """Is the character at ``i`` escaped (an odd run of backslashes before it)?"""
-    run = 0
-    while i - run - 1 >= 0 and pattern[i - run - 1] == "\\":
-        run += 1
-    return run % 2 == 1
-
-
-def _inside_class(pattern: str, i: int) -> bool:
-    """Is index ``i`` inside a character class?"""
-    j, in_class = 0, False
-    while j < i:
-        ch = pattern[j]
-        if ch == "\\":
-            j += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            j += 1 + pattern.startswith("^", j + 1)
-            j += pattern.startswith("]", j)
-            continue
-        j += 1
-    return in_class
 
 
 _NLP_CACHE: dict[str, Any] = {}

@@ -1,9 +1,11 @@
-"""Reading a regex pattern as text: its groups and atoms, an optional lead, and ``relax``, the
-widening into RE2 syntax that the prefilter and the locators run (a match of the widened form
-is a superset of the rule's matches).
+"""Reading a regex pattern as text: its groups and atoms (one walk, ``pattern_chars``), an
+optional lead, and the widenings the prefilter and the locators run (``relax`` into RE2 syntax,
+backreferences copied, ``\\G`` dropped): a match of a widened form is a superset of the rule's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import regex
 
@@ -259,25 +261,112 @@ _RANGE_PAST_I = regex.compile("-[\u0130-\U0010FFFF]")
 
 def group_end(pattern: str, start: int) -> int | None:
     """Index of the ``)`` closing the group opened at ``start``."""
-    depth, i, in_class = 0, start, False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
+    depth = 0
+    for i, ch, in_class in pattern_chars(pattern, start):
         if in_class:
-            if ch == "]":
-                in_class = False
-        elif ch == "[":
-            in_class = True
-            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
-                i += 2 if pattern[i + 1] == "]" else 3
-                continue
-        elif ch == "(":
+            continue
+        if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
             if depth == 0:
                 return i
-        i += 1
     return None
+
+
+def pattern_chars(pattern: str, start: int = 0) -> Iterator[tuple[int, str, bool]]:
+    """``(index, character, inside a class)`` for each character of ``pattern`` from
+    ``start`` that stands for itself in the syntax: an escape is given once, at its backslash;
+    a class's opening ``^`` and leading ``]`` member are passed over. The flag is the state
+    before the character (a class's closing ``]`` is still inside)."""
+    i, in_class = start, False
+    while i < len(pattern):
+        ch = pattern[i]
+        yield i, ch, in_class
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            i += 1 + pattern.startswith("^", i + 1)
+            i += pattern.startswith("]", i)  # a leading "]" is a member
+            continue
+        i += 1
+
+
+# ── widenings for the prefilter only ─────────────────────────────────────────────────────
+
+_GROUP_NAME = regex.compile(r"\(\?P?<([A-Za-z_]\w*)>")
+_REFERENCE = regex.compile(r"\\([1-9])(?!\d)|\(\?P=([A-Za-z_]\w*)\)")
+
+
+def widen_backreferences(pattern: str) -> str:
+    """``pattern`` with each backreference (``\\1``, ``(?P=name)``) replaced by a copy of the
+    group it refers to, for the prefilter only: "the same text again" becomes "text the group
+    could match", a widening RE2 can run. The pattern unchanged when its groups are unusual
+    (a name given twice, branch resets)."""
+    if "\\" not in pattern and "(?P=" not in pattern:
+        return pattern
+    groups: list[tuple[int, int]] = []  # capturing groups in order: (open, close)
+    names: dict[str, int] = {}
+    for i, ch, in_class in pattern_chars(pattern):
+        if in_class or ch != "(":
+            continue
+        if pattern.startswith("(?|", i):
+            return pattern
+        named = _GROUP_NAME.match(pattern, i)
+        if named is not None or not pattern.startswith("(?", i):
+            close = group_end(pattern, i)
+            if close is None:
+                return pattern
+            if named is not None:
+                if named[1] in names:
+                    return pattern
+                names[named[1]] = len(groups)
+            groups.append((named.end() if named is not None else i + 1, close))
+
+    def copy(m: regex.Match[str]) -> str:
+        index = int(m[1]) - 1 if m[1] else names.get(m[2], -1)
+        if not 0 <= index < len(groups):
+            return m[0]
+        start, end = groups[index]
+        return f"(?:{pattern[start:end]})"
+
+    out, last = [], 0
+    for m in _REFERENCE.finditer(pattern):
+        if _escaped(pattern, m.start()) or _inside_class(pattern, m.start()):
+            continue
+        out += [pattern[last:m.start()], copy(m)]
+        last = m.end()
+    return "".join(out) + pattern[last:]
+
+
+def without_g(pattern: str) -> str:
+    """``pattern`` without ``\\G`` (where the last match ended; RE2 lacks it), for the
+    prefilter only: an assertion dropped, a widening. (Locators keep it, and so get none:
+    ``pattern.match(text, pos)`` would read it as ``pos``.)"""
+    out, last = [], 0
+    for m in regex.finditer(r"\\G", pattern):
+        if not _escaped(pattern, m.start()) and not _inside_class(pattern, m.start()):
+            out.append(pattern[last:m.start()])
+            last = m.end()
+    return "".join(out) + pattern[last:]
+
+
+def _escaped(pattern: str, i: int) -> bool:
+    """Is the character at ``i`` escaped (an odd run of backslashes before it)?"""
+    run = 0
+    while i - run - 1 >= 0 and pattern[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _inside_class(pattern: str, i: int) -> bool:
+    """Is index ``i`` inside a character class?"""
+    inside = False
+    for j, _, inside in pattern_chars(pattern):
+        if j >= i:
+            return inside
+    return inside
