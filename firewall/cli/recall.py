@@ -75,7 +75,8 @@ def add_recall_command(sub: Any) -> argparse.ArgumentParser:
                     "or not: the exact value, then values it begins or ends (an id's first "
                     "characters, a base name), then a whole part (path segment, snake_case / "
                     "camelCase / dotted part), then words of the line it was first seen in "
-                    "(BM25); recency breaks ties. Exit 1 when nothing matches. Sensitive "
+                    "(lines holding more of them first, the value nearest them first); "
+                    "recency breaks ties. Exit 1 when nothing matches. Sensitive "
                     "literals are kept as hashes only and never returned. JSONL logs keep no "
                     "archive.")
     recall.add_argument("query", metavar="QUERY", help="a value, a part of one, or words")
