@@ -12,38 +12,19 @@ pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
-import firewall  # noqa: E402
 from firewall.audit import HASH_PREFIX, literal_hash  # noqa: E402
 from firewall.compaction.ledger import Ledger, LedgerEntry  # noqa: E402
 from firewall.integrations.mcp_server import (MAX_ENTRIES, LiteralService, MCPServerError,  # noqa: E402
                                  build_server)
 
-INVOICE = "INV-2025-08-44719"
-OTHER = "INV-2025-09-10001"
-AWS_ID = "AKIA" + "KIEM6OJW25SI6WOR"  # not the documentation key: that one is allowlisted
-KEY = "test-audit-key"
-
-MESSAGES = [
-    {"role": "user", "content": f"Why was {INVOICE} charged twice? Compare with {OTHER}."},
-    {"role": "assistant", "content": "Looking it up."},
-    {"role": "user", "content": f"Use the key {AWS_ID} for the billing export."},
-    {"role": "assistant", "content": "Done: the retry worker replayed the charge."},
-    {"role": "user", "content": "Refund it."},
-    {"role": "assistant", "content": "Refund queued."},
-]
+from mcp_compaction import AWS_ID, INVOICE, KEY, compacted  # noqa: E402
 
 
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     """A real compaction: its ledger file and its SQLite audit log, under a known audit key."""
-    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY)
     monkeypatch.setenv("FIREWALL_STATE_DIR", str(tmp_path / "state"))
-    db, ledger_file = tmp_path / "audit.db", tmp_path / "run.ledger.json"
-    fw = firewall.Firewall(audit=firewall.open_audit_log(db), keep_last=2)
-    result = fw.compact(MESSAGES, summarizer=firewall.ExtractiveSummarizer())
-    assert result.compacted and INVOICE in result.ledger and AWS_ID in result.ledger
-    ledger_file.write_text(result.ledger.to_json(), "utf-8")
-    return db, ledger_file, result
+    return compacted(tmp_path, monkeypatch)
 
 
 def service(db, *ledgers) -> LiteralService:
