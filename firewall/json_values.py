@@ -113,3 +113,16 @@ def embedded_json(text: str) -> Iterator[Any]:
                                        and any(isinstance(v, dict) for v in value)):
             yield value
         pos = end
+
+
+def decoded(value: str) -> str:
+    """``value`` with its JSON escapes decoded, when it is a valid JSON string body (a rule
+    that reads raw text finds ``P\\u00e4sswort``; its other spellings are those of
+    ``Pässwort``); else ``value`` itself."""
+    if "\\" not in value:
+        return value
+    try:
+        text = json.loads(f'"{value}"')
+    except ValueError:
+        return value
+    return text if isinstance(text, str) else value

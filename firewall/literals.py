@@ -9,6 +9,7 @@ from typing import Any, Literal as TypingLiteral
 
 import regex
 
+from .json_values import decoded
 from .turns import Role
 
 Severity = TypingLiteral["required", "pin"]
@@ -105,7 +106,10 @@ class SecretIndex:
     _SEP = "\x00"
 
     def __init__(self, secrets: list[str]) -> None:
-        self.secrets = [s for s in dict.fromkeys(secrets) if len(s) >= SECRET_MIN_CHARS]
+        # a secret a rule read with its JSON escapes (``a\\/b``) is the decoded value too (``a/b``):
+        # a rule reading the decoded JSON finds it spelled so
+        spellings = (spelling for s in secrets for spelling in (s, decoded(s)))
+        self.secrets = [s for s in dict.fromkeys(spellings) if len(s) >= SECRET_MIN_CHARS]
         self._joined = self._SEP + self._SEP.join(self.secrets) + self._SEP
         self._automaton = None
 

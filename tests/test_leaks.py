@@ -677,8 +677,43 @@ def test_a_secret_spelled_with_json_escapes_is_masked_whole(embedded: bool,
     assert leaked(sent, [AWS_SECRET]) == [] and leaked(json_decoded(sent), [AWS_SECRET]) == []
 
 
+def test_the_decoded_spelling_of_an_escaped_secret_is_a_secret_too(packs: list[Any],
+                                                                   tmp_path: Path) -> None:
+    """A secret rule reading the raw text finds ``WG2x\\/2kU…`` (PHP's ``\\/``); a rule reading
+    the decoded JSON value finds ``WG2x/2kU…``. The decoded spelling is the same secret: it is
+    sensitive, so it is neither sent to the summarizer (as text or as a required literal) nor
+    archived in clear, nor found again by ``recall``."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz" + "Q9x2Lm1Zz"  # no AWS rule's shape: only the
+    # assignment rule finds it, in the raw text, escapes and all
+    document = ('{"aws_secret_access_key": "' + secret.replace("/", "\\/")
+                + '", "invoice": "' + INVOICE + '"}')
+    messages = [{"role": "user", "content": f"Check {INVOICE}"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "read_config", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": document},
+                {"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"},
+                {"role": "assistant", "content": "done"}]
+    spellings = {lit.value: lit.sensitive for lit in Firewall(packs).scan(messages)
+                 if secret[:12] in lit.value}
+    assert secret in spellings and all(spellings.values()), spellings
+    scripted = ScriptedSummarizer([INVOICE])
+    fw = Firewall(packs, placeholders=True, keep_last=2, audit=str(tmp_path / "audit.db"))
+    assert fw.compact(messages, summarizer=scripted).compacted
+    request = scripted.calls[0]
+    sent = "\n".join([request.instructions, *(t.text for t in request.turns),
+                      *(r.value for r in request.required)])
+    assert leaked(sent, [secret]) == [] and leaked(json_decoded(sent), [secret]) == []
+    hits = [hit for query in (secret, secret[:6], "aws_secret_access_key", INVOICE)
+            for hit in fw.recall(query, limit=10)]
+    assert any(hit.value == INVOICE for hit in hits)
+    found = "\n".join(f"{hit.value}\n{hit.context or ''}" for hit in hits)
+    assert leaked(found, [secret]) == [] and leaked(json_decoded(found), [secret]) == []
+
+
 def test_every_spelling_of_a_value_is_found() -> None:
-    from firewall.compaction.escapes import decoded, escaped_spellings
+    from firewall.compaction.escapes import escaped_spellings
+    from firewall.json_values import decoded
 
     value = "Pä/s\"w0rd\U0001F511"
     once = json.dumps(value)[1:-1].replace("/", "\\/")  # ASCII escapes, "/" as PHP writes it

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import regex
 
+
 _SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r",
           "\t": "t"}
 _INTRODUCER = r"\\+"  # one escape level or more
@@ -56,18 +57,3 @@ def escaped_spellings(value: str, text: str) -> Iterator[tuple[int, int]]:
     for match in spelling_pattern(value).finditer(text, overlapped=True):
         if "\\" in match.group(0):
             yield match.span()
-
-
-def decoded(value: str) -> str:
-    """``value`` with its JSON escapes decoded, when it is a valid JSON string body (a rule
-    that reads raw text finds ``P\\u00e4sswort``; its other spellings are those of
-    ``Pässwort``); else ``value`` itself."""
-    if "\\" not in value:
-        return value
-    import json
-
-    try:
-        text = json.loads(f'"{value}"')
-    except ValueError:
-        return value
-    return text if isinstance(text, str) else value

@@ -25,7 +25,8 @@ from typing import Any
 
 import regex
 
-from .escapes import decoded, escaped_spellings
+from ..json_values import decoded
+from .escapes import escaped_spellings
 from ..literals import SECRET_MIN_CHARS
 from ..turns import ToolCall, Turn
 
