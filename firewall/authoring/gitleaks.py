@@ -48,6 +48,13 @@ class _Group:
     wrappers: list[str] = field(default_factory=list)  # "(?i:" opened by a bare (?i) here
 
 
+def _open_group(stack: list[_Group], multiline: bool) -> None:
+    """A group opens; Go refuses more than ``MAX_NESTING`` of them open at once, so do we."""
+    stack.append(_Group(multiline))
+    if len(stack) > MAX_NESTING:
+        raise Untranslatable(f"groups nested more than {MAX_NESTING} deep (Go refuses it too)")
+
+
 def translate_regex(source: str) -> str:
     """A Go (RE2) regex rewritten with the same meaning for the `regex` module.
 
@@ -97,10 +104,7 @@ def translate_regex(source: str) -> str:
                 spec = on + (f"-{off}" if off else "")
                 if end == ":":  # scoped: (?i:...)
                     out.append(f"(?{spec}:")
-                    stack.append(_Group(multiline))
-                    if len(stack) > MAX_NESTING:
-                        raise Untranslatable(f"groups nested more than {MAX_NESTING} deep (Go "
-                                             f"refuses it too)")
+                    _open_group(stack, multiline)
                 elif not out and len(stack) == 1 and not off:
                     out.append(f"(?{on})")  # at the very start: global in both dialects
                     stack[-1].multiline = multiline
@@ -122,10 +126,7 @@ def translate_regex(source: str) -> str:
             else:
                 out.append("(")
                 i += 1
-            stack.append(_Group(stack[-1].multiline))
-            if len(stack) > MAX_NESTING:
-                raise Untranslatable(f"groups nested more than {MAX_NESTING} deep (Go refuses "
-                                     f"it too)")
+            _open_group(stack, stack[-1].multiline)
             continue
         if ch == ")":
             if len(stack) == 1:
