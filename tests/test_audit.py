@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+import firewall
 from firewall import audit
 from firewall.audit import (
     Attempt,
@@ -30,6 +31,7 @@ from firewall.audit import (
     literal_hash,
     open_audit_log,
 )
+from firewall.audit.migrations import MIGRATIONS
 from firewall.errors import AuditError
 
 KEY = b"test-key"
@@ -327,7 +329,10 @@ def test_database_from_newer_version_refused(tmp_path):
         conn.execute("INSERT INTO _migrations VALUES ('m999_future', 'x')")
     with pytest.raises(AuditError, match="newer literal-firewall") as err:
         SQLiteAuditLog(path)
-    assert str(path) in str(err.value)
+    message = str(err.value)
+    # where, what it holds, and what this version knows: enough to pick the version to install
+    assert str(path) in message and "m999_future" in message
+    assert firewall.__version__ in message and MIGRATIONS[-1][0] in message
 
 
 def test_a_deferred_log_repr_never_shows_the_database_password():

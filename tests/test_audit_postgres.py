@@ -18,6 +18,7 @@ from conftest import POSTGRES_HOWTO
 
 pytest.importorskip("psycopg", reason=f"psycopg is not installed: {POSTGRES_HOWTO}")
 
+import firewall
 from firewall import audit
 from firewall.audit import (DeferredAuditLog, SQLiteAuditLog, literal_hash, open_audit_log,
                             open_audit_sink)
@@ -148,8 +149,10 @@ def test_a_database_from_a_newer_version_is_refused(postgres_url):
     PostgresAuditLog(postgres_url, key=KEY)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("INSERT INTO _migrations VALUES ('m999_future', now())")
-    with pytest.raises(AuditError, match="newer literal-firewall.*m999_future"):
+    with pytest.raises(AuditError, match="newer literal-firewall.*m999_future") as err:
         PostgresAuditLog(postgres_url, key=KEY)
+    assert firewall.__version__ in str(err.value) and MIGRATIONS[-1][0] in str(err.value)
+    assert "FIREWALL_AUDIT_DB" in str(err.value)
 
 
 # --------------------------------------------------------------------------- what text can hold

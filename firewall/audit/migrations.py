@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 from . import archive_postgres as _archive_pg, archive_sqlite as _archive_sqlite
+from ..errors import AuditError
 
 Dialect = Literal["sqlite", "postgresql"]
 
@@ -145,6 +146,17 @@ def migrations(dialect: Dialect) -> list[tuple[str, list[str]]]:
     return [(name, [s if isinstance(s, str) else getattr(s, dialect) for s in statements
                     if isinstance(s, str) or getattr(s, dialect) is not None])
             for name, statements in MIGRATIONS]
+
+
+def newer_schema(where: str, unknown: set[str], elsewhere: str) -> AuditError:
+    """A log holding migrations this version does not know: refused, read or write, naming
+    both ends so the user knows which version to install."""
+    from .. import __version__
+
+    return AuditError(
+        f"audit log {where}: written by a newer literal-firewall (schema migrations "
+        f"{', '.join(sorted(unknown))}); this is literal-firewall {__version__}, whose schema "
+        f"ends at {MIGRATIONS[-1][0]}; upgrade literal-firewall or {elsewhere}")
 
 
 LITERAL_COLUMNS = ("value", "value_hash", "rule", "role", "turn", "status", "in_summary",

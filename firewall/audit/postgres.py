@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 from .files import one_record
 from .keys import DB_ENV, KEY_ENV, KEY_FILE_ENV, escape_surrogates, literal_hash, shared_key
 from .records import Attempt, AuditLog, AuditRecord, LiteralOutcome, RecordSummary, redacted_record
-from .migrations import LITERAL_COLUMNS, MIGRATIONS, SUMMARY_COLUMNS, migrations
+from .migrations import LITERAL_COLUMNS, MIGRATIONS, SUMMARY_COLUMNS, migrations, newer_schema
 from ..errors import AuditError
 from .urls import redacted_url, url_passwords, without_passwords
 
@@ -213,9 +213,8 @@ class PostgresAuditLog:
                          "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)")
             applied = {row["name"] for row in conn.execute("SELECT name FROM _migrations")}
             if applied - known:
-                raise AuditError(
-                    f"audit log {self.path}: written by a newer literal-firewall (migrations "
-                    f"{', '.join(sorted(applied - known))}); upgrade literal-firewall here")
+                raise newer_schema(self.path, applied - known,
+                                   f"point {DB_ENV} at another database")
             for name, statements in migrations("postgresql"):
                 if name not in applied:
                     for statement in statements:

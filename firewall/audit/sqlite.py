@@ -19,7 +19,7 @@ from typing import Any
 
 
 # the schema and its migrations, shared with the PostgreSQL log
-from .migrations import (LITERAL_COLUMNS, MIGRATIONS, NUMBER_TAKEN, SUMMARY_COLUMNS,
+from .migrations import (LITERAL_COLUMNS, MIGRATIONS, NUMBER_TAKEN, SUMMARY_COLUMNS, newer_schema,
                            migrations)
 from ..errors import AuditError
 from .files import KeyedLog, one_record
@@ -232,7 +232,7 @@ class SQLiteAuditLog(KeyedLog):
                 return False  # not ours: the first error stands
             unknown = applied - {name for name, _ in MIGRATIONS}
             if unknown:  # its tables may mean what this version cannot read
-                raise _newer_schema(self.path, unknown)
+                raise newer_schema(str(self.path), unknown, f"set {DB_ENV} to another file")
             self._read_only, self._read_only_uri = True, uri
             return True
         return False
@@ -249,7 +249,7 @@ class SQLiteAuditLog(KeyedLog):
                 applied = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
                 unknown = applied - {name for name, _ in MIGRATIONS}
                 if unknown:
-                    raise _newer_schema(self.path, unknown)
+                    raise newer_schema(str(self.path), unknown, f"set {DB_ENV} to another file")
                 for name, statements in migrations("sqlite"):
                     if name in applied:
                         continue
@@ -420,16 +420,6 @@ class SQLiteAuditLog(KeyedLog):
         first = {row["id"]: row for row in reversed(rows)}
         return [RecordSummary(**{c: first[i][c] for c in SUMMARY_COLUMNS}, statuses=counts[i])
                 for i in ids]
-
-
-def _newer_schema(path: Path, unknown: set[str]) -> AuditError:
-    """A log whose schema has migrations this version does not know: refused, read or write."""
-    from .. import __version__
-
-    return AuditError(
-        f"audit log {path}: written by a newer literal-firewall (schema migrations "
-        f"{', '.join(sorted(unknown))}); this is literal-firewall {__version__}, whose schema "
-        f"ends at {MIGRATIONS[-1][0]}; upgrade literal-firewall or set {DB_ENV} to another file")
 
 
 def _cannot_write(exc: AuditError) -> bool:
