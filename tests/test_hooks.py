@@ -478,6 +478,43 @@ def test_eval_drives_the_hooks_at_each_compaction_of_a_session_file(pack_path):
     assert "+ hooks' block ID" in evaluate.format_report(result)
 
 
+def test_the_block_is_a_share_of_the_context_compacted_not_of_the_whole_session(tmp_path,
+                                                                               pack_path):
+    # at a second compaction the agent compacts its first summary and the turns after it; a
+    # budget read off every turn since the session began grew with each compaction
+    from firewall.compaction.budget import Budget
+    from firewall.tokens import count_tokens
+    from firewall.evaluation import evaluate, gold
+
+    fw = firewall.Firewall([pack_path], budget_tokens=Budget(share=0.22, floor=0, cap=10_000))
+    conversation, cuts = _cut_at_compactions(COMPACTED)
+    (b1, *_), (b2, summary, before, after) = cuts
+    turns = conversation.turns
+    live, whole = fw.budget_for(turns[b1:b2]), fw.budget_for(turns[:b2])
+    assert 0 < live < whole
+    transcript = tmp_path / "transcript.jsonl"
+    event = claude_event("PreCompact", transcript, trigger="auto")
+    for _, summary_i, before_i, after_i in cuts:
+        transcript.write_bytes(before_i)
+        hooks.pre_compact(event, fw)
+        transcript.write_bytes(after_i)
+        hooks.post_compact(dict(event, compact_summary=summary_i), fw,
+                           audit=firewall.audit.MemoryAuditLog())
+    state = hooks.load_state(event["session_id"])
+    expected = Ledger.new("eval")
+    fw.pin(expected, turns[:b2], beside=[summary], budget=live)
+    assert state.ledger.values() == expected.values()
+    assert count_tokens(state.ledger.render()) <= live
+    sized_by_session = Ledger.new("eval")
+    fw.pin(sized_by_session, turns[:b2], beside=[summary], budget=whole)
+    assert len(state.ledger.values()) < len(sized_by_session.values())
+    # eval's summary + ledger at the agent's second compaction is sized the same way
+    scores = evaluate.EvalTask([pack_path], (), fw.budget_tokens, 4)(fw, str(COMPACTED),
+                                                                     conversation)
+    second = [s for s in scores if s.frac == gold.AGENT][-1]
+    assert second.scores["hooks"] == second.scores["agent+ledger"]
+
+
 def test_turns_after_the_summary_cost_the_block_nothing(tmp_path, pack_path):
     # a transcript holding turns after the compaction's summary (a client that keeps recent
     # turns verbatim; a replay's kept tail): what they hold stays pinned, unwritten, as

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compaction.budget import Budget, budget_tokens, parse_budget
+from ..formats.transcripts import live_start
 from .gold import (AGENT, FRACTIONS, Gold, agent_cuts, cut_points, decoded_values, gold_set,
                    naive_ledger, occurs)
 from .hook_eval import HOOKS, add_hook_contexts
@@ -121,9 +122,13 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     }
     if agent_summary is not None:
         cut.contexts["agent"] = ctx(agent_summary)
-        # the block a wrapper writes after the agent's summary: what the summary does not hold
+        # the block a wrapper writes after the agent's summary: what the summary does not hold,
+        # within a share of the context the agent compacted (since its previous compaction),
+        # as the hooks size it
+        live = live_start(conversation.meta.get("boundaries", []), start, k + 1)
         beside = Ledger.new(conversation.id)
-        held = firewall.pin(beside, turns[start:k + 1], offset=start, budget=budget,
+        held = firewall.pin(beside, turns[start:k + 1], offset=start,
+                            budget=firewall.budget_for(turns[live:k + 1], budget),
                             beside=[agent_summary]).held
         beside_block = beside.render(held)
         text = ctx(agent_summary, beside_block, decoded_values(beside))[0]

@@ -82,6 +82,14 @@ class TranscriptChunk:
         self.ignored[kind] = self.ignored.get(kind, 0) + 1
 
 
+def live_start(boundaries: list[int], start: int, end: int) -> int:
+    """Where the context the agent compacted at ``end`` began: its previous compaction's
+    boundary (the summary it left), or ``start``. The block's budget is a share of that
+    context, not of every turn since the session began: a block sized by the whole session
+    grew with every compaction of a small window (28 % of the context at the eighth)."""
+    return max((b for b in boundaries if start < b < end), default=start)
+
+
 def is_session_event(line: Any) -> bool:
     """A line of a Claude Code transcript (an entry with a ``message``, or a record of a
     session: any type Claude Code writes, or one with a session key) or of a Codex rollout. A

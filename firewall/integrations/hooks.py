@@ -71,7 +71,7 @@ import platformdirs
 
 from ..compaction.budget import Budget
 from ..errors import FirewallError
-from ..formats.transcripts import TranscriptChunk, read_transcript
+from ..formats.transcripts import TranscriptChunk, live_start, read_transcript
 
 APP_NAME = "literal-firewall"
 STATE_ENV = "FIREWALL_STATE_DIR"
@@ -279,6 +279,7 @@ def compaction_span(chunk: TranscriptChunk) -> tuple[int, int]:
     return start, end
 
 
+
 def transcript_summary(chunk: TranscriptChunk) -> str | None:
     """What the agent wrote at its latest compaction, as the session file holds it."""
     if not chunk.boundaries:
@@ -308,7 +309,7 @@ def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
                     extracted: list[Any] | None = None) -> list[Any]:
     """Build the ledger of the transcript's latest compaction with ``Firewall.pin``, the path
     ``compact`` and ``firewall eval`` share: the whole transcript read again (the span's uses
-    rank the entries and its size sets the budget), a new ledger under the session's nonce and
+    rank the entries; the context compacted, since the previous compaction, sets the budget), a new ledger under the session's nonce and
     key (a block it wrote stays recognisable), the values ``summary`` (or, with
     ``summary_in_transcript``, the one the transcript holds) holds costing nothing. Returns the
     evictions; ``extracted`` (a list) receives the archive entries of every literal the span
@@ -324,7 +325,8 @@ def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
     # what the context holds besides the block: the summary, and any turn the transcript has
     # after it (a client that keeps recent turns verbatim), as compact counts its kept tail
     beside = ([summary] if summary else []) + kept_after(chunk)
-    pinned = fw.pin(ledger, chunk.turns[start:end], offset=start, beside=beside)
+    budget = fw.budget_for(chunk.turns[live_start(chunk.boundaries, start, end):end])
+    pinned = fw.pin(ledger, chunk.turns[start:end], offset=start, beside=beside, budget=budget)
     state.ledger, state.held, state.pinned = ledger, sorted(pinned.held), True
     if extracted is not None:
         extracted.append((pinned.literals, chunk.turns))
