@@ -444,7 +444,8 @@ def format_report(result: dict[str, Any]) -> str:
         lines += ["\nAt the compactions the agents made themselves (their own summary, then "
                   "the ledger re-injected after it; + hooks' block: the summary and what the "
                   "pre-compact, post-compact and session-start hooks re-inject, driven on the "
-                  "session file):",
+                  "session file; both blocks' budget is a share of the context the agent "
+                  "compacted, since its previous compaction):",
                   "| source | cuts | ID-like | strict | agent summary ID | agent strict | "
                   "+ ledger ID | + ledger strict | ledger alone ID | cost | "
                   "+ hooks' block ID | + hooks' block strict | address | agent summary addr | "
