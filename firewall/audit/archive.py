@@ -22,9 +22,9 @@ A context line has every secret the scan found replaced by ``[secret]`` before i
 
 Ranking, best first: the exact value, then a value the query begins or ends (an id's prefix, a
 path's base name), then a whole part (a path segment, a snake_case/camelCase/dotted part: the
-FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (the share of
-them a line holds, then the value nearest them in its line, then shorter lines: BM25 without its
-IDF, which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
+FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (a line holding all of them, then one holding
+some: the share of them it holds, then the value nearest them in its line, then shorter lines:
+BM25 without its IDF, which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
 (``SCORES``), so a better tier always ranks first.
 
 This module holds the model, the entries a compaction writes, and the query plan; the stores
@@ -51,7 +51,8 @@ PROXIMITY_CHARS = 12  # characters between a value and a query word that halve i
 
 # score bands per tier: a better tier always outranks a worse one
 SCORES = {"exact": 5.0, "prefix": 4.0, "suffix": 4.0, "part": 3.0, "part_prefix": 2.0,
-          "context": 1.0}
+          "context": 1.0, "context_some": 0.1}
+SOME_WORDS = 0.8  # a line holding some of the words: its score within the tier, scaled to fit
 
 NO_ARCHIVE = ("a JSONL audit log keeps no archive of literals (nothing to recall from): "
               "use the SQLite log (the default) or a PostgreSQL one (--audit-db URL)")
@@ -373,6 +374,20 @@ def context_terms(words: Sequence[str]) -> list[str]:
     return kept or list(words)
 
 
+def context_match(asked: Sequence[str], context: str | None,
+                  value: str | None = None) -> tuple[str, float]:
+    """The tier and score of a context line: ``context`` when it holds every asked word,
+    ``context_some`` when only some (a swept token's line holding all the words ranks above
+    a rule's literal's line holding one of them)."""
+    within = context_relevance(asked, context, value)
+    if len(asked) > 1:
+        text = (context or "").lower()
+        held = set(_WORD.findall(text))
+        if not all(w.lower() in held or w.lower() in text for w in asked):
+            return "context_some", within * SOME_WORDS
+    return "context", within
+
+
 def context_relevance(asked: Sequence[str], context: str | None,
                       value: str | None = None) -> float:
     """The score of a context line within its tier (0..0.9): the share of the asked words it
@@ -439,5 +454,5 @@ def hint_line(count: int, tool: str = "recall") -> str:
 
 
 __all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",
-           "archive_entries", "context_line", "hint_line", "swept_entries", "terms",
+           "archive_entries", "context_line", "context_match", "hint_line", "swept_entries", "terms",
            "tier_score", "value_parts"]

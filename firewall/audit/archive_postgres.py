@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, SWEPT_RULE, ArchiveEntry,
-                      ArchiveHit, ArchiveLimits, Query, better, context_relevance, context_terms,
+                      ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
                       rank, tier_score)
 from .archive_sqlite import ArchiveWrite
 
@@ -183,8 +183,9 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
         sql = sql.replace("{filters}", f"{filters} AND a.rule {'=' if swept else '<>'} %s")
         for row in conn.execute(sql, [*args, *params, SWEPT_RULE, cap]).fetchall():
             rows[row[9]] = row
-            score = within(row) if within else 0.0
-            better(found, row[9], tier, tier_score(score, swept), (row[6], row[5]))
+            got = within(row) if within else 0.0
+            rank_tier, score = got if isinstance(got, tuple) else (tier, got)
+            better(found, row[9], rank_tier, tier_score(score, swept), (row[6], row[5]))
 
     def enough() -> bool:
         return len(found) >= query.limit
@@ -223,14 +224,14 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     ruled = any(rows[k][2] != SWEPT_RULE for k in found)
     if asked and (not ruled or (" " in text and not enough())):
         joiners = ("&", "|") if len(asked) > 1 else ("&",)
-        for swept in (False, True):
-            for i, joiner in enumerate(joiners):
+        for i, joiner in enumerate(joiners):
+            for swept in (False, True):
                 if (i == 0 and not swept) or not enough():
                     take("context", f"SELECT {select} FROM archive a WHERE a.context_tsv @@ "
                                     f"to_tsquery('simple', %s) AND {{filters}} "
                                     f"ORDER BY a.id DESC LIMIT %s",
                          [f" {joiner} ".join(asked)],
-                         lambda row: context_relevance(asked, row[8], row[0]),
+                         lambda row: context_match(asked, row[8], row[0]),
                          CONTEXT_CANDIDATES, swept=swept)
     return [ArchiveHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                        round(SCORES[found[k][0]] + found[k][1], 4), found[k][0])

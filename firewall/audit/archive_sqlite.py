@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, SWEPT_RULE, ArchiveEntry,
-                      ArchiveHit, ArchiveLimits, Query, better, context_relevance, context_terms,
+                      ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
                       phrase, rank, tier_score)
 
 TOP = "\U0010ffff"  # above every character: ``value < prefix || TOP`` bounds a prefix range
@@ -204,9 +204,10 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
              cap: int = CANDIDATES, swept: bool = False) -> None:
         sql = sql.replace("{filters}", f"{filters} AND a.rule {'=' if swept else '<>'} ?")
         for row in conn.execute(sql, [*args, *params, SWEPT_RULE, cap]):
-            score = within(row) if callable(within) else 0.0
+            got = within(row) if callable(within) else 0.0
+            rank_tier, score = got if isinstance(got, tuple) else (tier, got)
             rows[row["id"]] = row
-            better(found, row["id"], tier, tier_score(score, swept),
+            better(found, row["id"], rank_tier, tier_score(score, swept),
                    (row["compaction"], row["last_turn"]))
 
     def enough() -> bool:
@@ -242,12 +243,13 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     asked = context_terms(words)
     ruled = any(rows[k]["rule"] != SWEPT_RULE for k in found)
     if asked and (not ruled or (" " in text and not enough())):
-        def relevance(row: sqlite3.Row) -> float:
-            return context_relevance(asked, row["context"], row["value"])
+        def relevance(row: sqlite3.Row) -> tuple[str, float]:
+            return context_match(asked, row["context"], row["value"])
 
+        # lines holding every word (the rules' literals, then swept tokens), then some of them
         joiners = (" AND ", " OR ") if len(asked) > 1 else (" AND ",)
-        for swept in (False, True):
-            for i, joiner in enumerate(joiners):
+        for i, joiner in enumerate(joiners):
+            for swept in (False, True):
                 if (i == 0 and not swept) or not enough():
                     take("context", fts("archive_context"),
                          [joiner.join(phrase([w]) for w in asked)], relevance,
