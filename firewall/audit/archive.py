@@ -280,13 +280,29 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
 
 
 def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
-    """What replaces every secret of a text by ``SECRET_MASK``, and the longest secret's
-    length (how far beyond a window a secret cut by it may start or end)."""
+    """What replaces every secret of a text by ``SECRET_MASK``, in any spelling (plain, or
+    with JSON escapes where the text has a backslash: ``WG2x\\/2kU``), and the longest
+    secret's length (how far beyond a window a secret cut by it may start or end; an escaped
+    spelling is longer, hence the factor)."""
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
-    pattern = re.compile("|".join(map(re.escape, long)))
-    return (lambda text: pattern.sub(SECRET_MASK, text)), len(long[0])
+    from ..json_values import spelling_pattern
+
+    plain = re.compile("|".join(map(re.escape, long)))
+    spelled: list[Any] = []  # built on the first text with a backslash
+
+    def mask(text: str) -> str:
+        if "\\" not in text:
+            return plain.sub(SECRET_MASK, text)
+        if not spelled:  # every spelling, longest secret first (a secret's prefix may be one)
+            import regex
+
+            spelled.append(regex.compile("|".join(spelling_pattern(s).pattern
+                                                  for s in long)))
+        return spelled[0].sub(SECRET_MASK, text)
+
+    return mask, 6 * len(long[0])
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
