@@ -461,3 +461,49 @@ def test_archive_entries_sweep_only_when_given_a_span():
     swept = archive_entries([], lambda lit: None, key=KEY, span=[(0, turns[0])])
     assert {e.value for e in swept} == {"45/100", "src/app/models.py"}
     assert {e.rule for e in swept} == {SWEPT_RULE}
+
+
+# -- audit copy carries the archive ------------------------------------------------------------
+
+def test_an_archive_exported_from_sqlite_goes_into_another_log_once(tmp_path):
+    source = SQLiteAuditLog(tmp_path / "a.db", key=KEY)
+    fw = Firewall(audit=source, keep_last=1)
+    result = fw.compact(leaky_conversation(), summarize)
+    rows, dropped = source.export_archive()
+    assert len(rows) == result.archive.literals and any(r["sensitive"] for r in rows)
+    assert all(r["value"] is None and r["context"] is None for r in rows if r["sensitive"])
+    target = SQLiteAuditLog(tmp_path / "b.db", key=KEY)
+    assert target.import_archive(rows, dropped) == len(rows)
+    assert target.import_archive(rows, dropped) == 0  # run again: nothing twice
+    conversation = result.record.conversation_id
+    assert target.archive_count(conversation) == source.archive_count(conversation)
+    assert sorted(target.archived_values(conversation)) == \
+        sorted(source.archived_values(conversation))
+    copied = Firewall(audit=target, keep_last=1)
+    for query in ("INV-2025-08-44719", "deadbeef", "db.internal"):
+        assert [h.to_dict() for h in copied.recall(query)] == \
+            [h.to_dict() for h in fw.recall(query)], query
+
+
+def test_audit_copy_carries_the_archive_into_postgres(postgres_url, tmp_path, capsys,
+                                                      monkeypatch):
+    pytest.importorskip("psycopg")
+    from firewall.cli import main
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    db = tmp_path / "audit.db"
+    fw = Firewall(audit=SQLiteAuditLog(db, key=KEY), keep_last=1)
+    result = fw.compact(token_messages(), summarize)
+    assert main(["audit", "copy", str(db), postgres_url]) == 0
+    out = capsys.readouterr().out
+    assert f"archive: {result.archive.literals} literal(s) copied, 0 already there" in out
+    assert main(["audit", "copy", str(db), postgres_url]) == 0
+    assert f"0 literal(s) copied, {result.archive.literals} already there" in \
+        capsys.readouterr().out
+    pg = Firewall(audit=postgres_url, keep_last=1)
+    for query in ("45/100", "models.py", "dev null"):
+        # the first hits: PostgreSQL's parser keeps 45/100 whole in a context line's words
+        assert [(h.value, h.rule, h.match) for h in pg.recall(query)][:1] == \
+            [(h.value, h.rule, h.match) for h in fw.recall(query)][:1], query
+    assert pg.recall("45/100")[0].rule == SWEPT_RULE
+    assert pg.audit.archive_count(result.record.conversation_id) == result.archive.recallable

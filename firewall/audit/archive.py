@@ -461,6 +461,33 @@ def better(found: dict[Any, tuple[str, float, tuple[int, int]]], key: Any, tier:
         found[key] = (tier, within, recency)
 
 
+# ── copying an archive into another log (``firewall audit copy``) ─────────────────────────────
+
+ROW_FIELDS = ("conversation_id", "value", "value_hash", "kind", "rule", "role", "first_turn",
+              "last_turn", "first_compaction", "compaction", "seen", "parts", "context",
+              "sensitive", "bytes")
+DROPPED_FIELDS = ("conversation_id", "compaction", "value", "value_hash", "rule", "seen",
+                  "last_turn", "reason")
+
+
+def copied_row(row: dict[str, Any], *, numbers: dict[tuple[str, int], int],
+               key: bytes | None) -> dict[str, Any]:
+    """An archive row of one log as another log stores it: its compaction numbers as the copy
+    renumbered the records (``numbers``: (conversation, source number) → number here), and,
+    with ``key`` (``--rekey``), a kept value's hash made again under it (a sensitive row has
+    only its hash, which keeps the source's key)."""
+    from .keys import literal_hash
+
+    row = dict(row)
+    conversation = row["conversation_id"]
+    for column in ("first_compaction", "compaction"):
+        if column in row:
+            row[column] = numbers.get((conversation, row[column]), row[column])
+    if key is not None and row.get("value") is not None and "value_hash" in row:
+        row["value_hash"] = literal_hash(row["value"], key)
+    return row
+
+
 def hint_line(count: int, tool: str = "recall") -> str:
     """The line ending a re-injected block where the agent has the recall tool (``recall``
     of ``firewall mcp``, or the wrappers' ``recall_literal``)."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, SWEPT_RULE, ArchiveEntry,
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, DROPPED_FIELDS, ROW_FIELDS, SCORES,
+                      SWEPT_RULE, ArchiveEntry,
                       ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
                       rank, tier_score)
 from .archive_sqlite import ArchiveWrite
@@ -236,3 +237,46 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     return [ArchiveHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                        round(SCORES[found[k][0]] + found[k][1], 4), found[k][0])
             for k in rank(found, query.limit) for row in (rows[k],)]
+
+
+# ── copying (``firewall audit copy``): ``archive_sqlite.export``/``insert`` for PostgreSQL ─────
+
+def export(conn: Any) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    conn = _tuples(conn)
+    rows = [dict(zip(ROW_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(ROW_FIELDS)} FROM archive ORDER BY id").fetchall()]
+    dropped_rows = [dict(zip(DROPPED_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(DROPPED_FIELDS)} FROM archive_dropped ORDER BY ctid").fetchall()]
+    return rows, dropped_rows
+
+
+def insert(conn: Any, rows: Sequence[dict[str, object]],
+           dropped_rows: Sequence[dict[str, object]] = ()) -> int:
+    """``archive_sqlite.insert`` inside the caller's transaction."""
+    conn = _tuples(conn)
+    added = 0
+    touched: set[object] = set()
+    for r in rows:
+        conn.execute(
+            f"INSERT INTO archive ({', '.join(ROW_FIELDS)}) VALUES "
+            f"({', '.join(['%s'] * len(ROW_FIELDS))}) "
+            f"ON CONFLICT (conversation_id, value_hash) DO NOTHING RETURNING id",
+            [bool(r[f]) if f == "sensitive" else r[f] for f in ROW_FIELDS])
+        if conn.fetchone() is not None:
+            added += 1
+            touched.add(r["conversation_id"])
+    for d in dropped_rows:
+        conn.execute(
+            f"INSERT INTO archive_dropped SELECT {', '.join(['%s'] * len(DROPPED_FIELDS))} "
+            f"WHERE NOT EXISTS (SELECT 1 FROM archive_dropped WHERE conversation_id = %s AND "
+            f"compaction = %s AND value_hash = %s)",
+            [*(d[f] for f in DROPPED_FIELDS), d["conversation_id"], d["compaction"],
+             d["value_hash"]])
+    if touched:
+        conn.execute(
+            "INSERT INTO archive_sizes SELECT conversation_id, count(*), "
+            "count(*) FILTER (WHERE NOT sensitive), sum(bytes) FROM archive "
+            "WHERE conversation_id = ANY(%s) GROUP BY conversation_id "
+            "ON CONFLICT (conversation_id) DO UPDATE SET literals = excluded.literals, "
+            "recallable = excluded.recallable, bytes = excluded.bytes", (list(touched),))
+    return added

@@ -17,7 +17,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, SWEPT_RULE, ArchiveEntry,
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, DROPPED_FIELDS, ROW_FIELDS, SCORES,
+                      SWEPT_RULE, ArchiveEntry,
                       ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
                       phrase, rank, tier_score)
 
@@ -264,3 +265,47 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     return hits
 
 
+# ── copying (``firewall audit copy``): the rows as they are, idempotent ────────────────────────
+
+def export(conn: sqlite3.Connection) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Every archive row (``archive.ROW_FIELDS``; sensitive ones by hash only, as stored) and
+    every record of what the cap dropped, oldest first."""
+    rows = [dict(zip(ROW_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(ROW_FIELDS)} FROM archive ORDER BY id")]
+    for row in rows:
+        row["sensitive"] = bool(row["sensitive"])
+    dropped_rows = [dict(zip(DROPPED_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(DROPPED_FIELDS)} FROM archive_dropped ORDER BY rowid")]
+    return rows, dropped_rows
+
+
+def insert(conn: sqlite3.Connection, rows: Sequence[dict[str, object]],
+           dropped_rows: Sequence[dict[str, object]] = ()) -> int:
+    """Add exported rows inside the caller's write transaction: a (conversation, value) here
+    already is kept as it is (a copy run again adds nothing); the FTS index and the sizes
+    follow. Returns how many rows were added."""
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM archive").fetchone()
+    first_new = top + 1
+    conn.executemany(
+        f"INSERT INTO archive (id, rvalue, {', '.join(ROW_FIELDS)}) VALUES "
+        f"(?, ?, {', '.join('?' * len(ROW_FIELDS))}) "
+        f"ON CONFLICT (conversation_id, value_hash) DO NOTHING",
+        [(first_new + i, None if r["value"] is None else str(r["value"])[::-1],
+          *(r[f] for f in ROW_FIELDS)) for i, r in enumerate(rows)])
+    conn.execute("INSERT INTO archive_parts (rowid, parts) SELECT id, parts FROM archive "
+                 "WHERE id >= ? AND sensitive = 0", (first_new,))
+    conn.execute("INSERT INTO archive_context (rowid, context) SELECT id, context FROM archive "
+                 "WHERE id >= ? AND sensitive = 0 AND context IS NOT NULL", (first_new,))
+    (added,) = conn.execute("SELECT count(*) FROM archive WHERE id >= ?",
+                            (first_new,)).fetchone()
+    marks = ", ".join("?" * len(DROPPED_FIELDS))
+    conn.executemany(
+        f"INSERT INTO archive_dropped SELECT {marks} WHERE NOT EXISTS (SELECT 1 FROM "
+        f"archive_dropped WHERE conversation_id = ? AND compaction = ? AND value_hash = ?)",
+        [(*(d[f] for f in DROPPED_FIELDS), d["conversation_id"], d["compaction"],
+          d["value_hash"]) for d in dropped_rows])
+    conn.execute(
+        "INSERT OR REPLACE INTO archive_sizes SELECT conversation_id, count(*), "
+        "sum(1 - sensitive), sum(bytes) FROM archive WHERE conversation_id IN (SELECT "
+        "conversation_id FROM archive WHERE id >= ?) GROUP BY conversation_id", (first_new,))
+    return added
