@@ -507,3 +507,27 @@ def test_audit_copy_carries_the_archive_into_postgres(postgres_url, tmp_path, ca
             [(h.value, h.rule, h.match) for h in fw.recall(query)][:1], query
     assert pg.recall("45/100")[0].rule == SWEPT_RULE
     assert pg.audit.archive_count(result.record.conversation_id) == result.archive.recallable
+
+
+def test_compact_and_the_hooks_can_turn_the_token_tier_off(tmp_path, capsys, monkeypatch):
+    import json
+
+    from firewall.audit.archive import archive_from_env
+    from firewall.cli import main
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    source = tmp_path / "conversation.json"
+    source.write_text(json.dumps(token_messages()), encoding="utf-8")
+    counts = {}
+    for flag in ([], ["--no-archive-tokens"]):
+        db = tmp_path / f"audit{len(flag)}.db"
+        assert main(["compact", str(source), "--keep-last", "1", "--audit-db", str(db),
+                     *flag]) == 0
+        with sqlite3.connect(db) as conn:
+            counts[bool(flag)] = conn.execute("SELECT count(*) FROM archive WHERE rule = ?",
+                                              (SWEPT_RULE,)).fetchone()[0]
+    assert counts[False] >= 6 and counts[True] == 0
+    capsys.readouterr()
+    assert archive_from_env().tokens
+    monkeypatch.setenv("FIREWALL_ARCHIVE_TOKENS", "0")
+    assert not archive_from_env().tokens
