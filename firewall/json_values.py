@@ -5,6 +5,7 @@ recursion allows).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -126,3 +127,42 @@ def decoded(value: str) -> str:
     except ValueError:
         return value
     return text if isinstance(text, str) else value
+
+
+# ── JSON-escaped spellings of a value (compaction.escapes; the archive masks with them) ──
+
+_SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r",
+          "\t": "t"}
+_INTRODUCER = r"\\+"  # one escape level or more
+
+
+def _hex(code: int) -> str:
+    """``\\uXXXX`` for one UTF-16 code unit, either hex case."""
+    digits = "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
+    return _INTRODUCER + "u" + digits
+
+
+def _unit(char: str) -> str:
+    import regex  # as escapes always did: the pattern is compiled by regex
+
+    code = ord(char)
+    if code > 0xFFFF:  # JSON spells it as a surrogate pair
+        code -= 0x10000
+        escaped = _hex(0xD800 + (code >> 10)) + _hex(0xDC00 + (code & 0x3FF))
+    else:
+        escaped = _hex(code)
+    options = [regex.escape(char), escaped]
+    if char in _SHORT:
+        options.append(_INTRODUCER + regex.escape(_SHORT[char]))
+    return "(?:" + "|".join(options) + ")"
+
+
+@functools.lru_cache(maxsize=1024)
+def spelling_pattern(value: str) -> Any:
+    """A pattern (``regex``) matching ``value`` in any mix of plain and JSON-escaped
+    characters: each character itself, its ``\\uXXXX`` escape (either hex case; a UTF-16
+    surrogate pair beyond the BMP) or its short escape (``\\/``, ``\\"``...), behind one
+    backslash or several (JSON inside a JSON string)."""
+    import regex
+
+    return regex.compile("".join(_unit(c) for c in value))

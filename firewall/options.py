@@ -173,6 +173,13 @@ def missing_log_file(spec: str | None) -> str | None:
     return None if path.exists() else str(path)
 
 
+def add_archive_tokens_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-archive-tokens", dest="archive_tokens", action="store_false",
+                        help="archive only the literals the rules extracted, not the span's "
+                             "other tokens holding a digit, / or @ (the archive's token tier, "
+                             "on by default; the hooks read FIREWALL_ARCHIVE_TOKENS=0)")
+
+
 def add_salience_option(parser: argparse.ArgumentParser) -> None:
     """``--salience FILE``: which entries the ledger's budget keeps (``firewall salience``)."""
     parser.add_argument("--salience", metavar="FILE",

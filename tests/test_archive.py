@@ -328,3 +328,206 @@ def test_proximity_counts_the_words_around_a_value_not_inside_it():
     assert proximity(["assert"], line, "assert_allclose") == 0.0  # only inside the value
     assert proximity(["absent"], line, "27.9412") == 0.0
     assert proximity(["x"], "x" + " " * PROXIMITY_CHARS + "v", "v") == 0.5
+
+
+# -- the token tier: the span's tokens no rule extracted, archived below the rules' literals ---
+
+from firewall.audit import archive_sqlite  # noqa: E402
+from firewall.audit.archive import (SWEPT_RULE, ArchiveEntry, archive_entries,  # noqa: E402
+                                    swept_entries)
+from firewall.literals import SecretIndex  # noqa: E402
+from firewall.turns import Turn  # noqa: E402
+
+
+def token_messages():
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "The CI/CD run says 45/100 tests passed; the bundle is "
+                                    "8.4MB, aim for 15-20 files."},
+        {"role": "assistant", "content": "Running `top -bn1 2>/dev/null; echo done` and "
+                                         "reading src/app/models.py"},
+        {"role": "user", "content": "Also src/app/models.py:12 fails"},
+        {"role": "assistant", "content": "Done."},
+    ]
+
+
+def test_the_token_tier_archives_what_no_rule_extracted_and_never_pins_it(fw):
+    result = fw.compact(token_messages(), summarize)
+    assert result.compacted and result.audit_error is None
+    for token in ("CI/CD", "45/100", "8.4MB,", "15-20", "-bn1", "/dev/null;"):
+        hit = fw.recall(token, limit=1)[0]
+        assert (hit.value, hit.kind, hit.rule, hit.match) == (token, "token", SWEPT_RULE,
+                                                              "exact")
+        assert token in hit.context and hit.first_turn in (1, 2)
+        assert token not in result.ledger.values()
+    # what a rule extracted is archived once, under its rule, never as a token
+    assert fw.recall("/dev/null")[0].rule != SWEPT_RULE
+    assert fw.recall("src/app/models.py")[0].rule != SWEPT_RULE
+    # a fragment finds a swept token too (8.4MB, is found by its number)
+    assert "8.4MB," in [h.value for h in fw.recall("8.4MB", limit=5)]
+
+
+def test_the_token_tier_can_be_turned_off(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    fw = Firewall(audit=log, keep_last=1, archive=ArchiveLimits(tokens=False))
+    result = fw.compact(token_messages(), summarize)
+    assert result.archive.added > 0
+    assert fw.recall("45/100") == [] and fw.recall("/dev/null")[0].rule != SWEPT_RULE
+    with sqlite3.connect(log.path) as conn:
+        assert conn.execute("SELECT count(*) FROM archive WHERE rule = ?",
+                            (SWEPT_RULE,)).fetchone()[0] == 0
+
+
+def entry(value, rule, seen=1, turn=1):
+    return ArchiveEntry(value=value, value_hash=value, kind="token" if rule == SWEPT_RULE
+                        else "path", rule=rule, role="user", first_turn=turn, last_turn=turn,
+                        seen=seen, context=f"opened {value} for the report", sensitive=False,
+                        parts=value_parts(value))
+
+
+@pytest.fixture
+def archive_db():
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    for statement in archive_sqlite.TABLES:
+        conn.execute(statement)
+    yield conn
+    conn.close()
+
+
+def test_at_equal_tier_a_rules_literal_ranks_above_a_swept_token(archive_db):
+    # the swept token is newer and closer to the query: alone, it would rank first
+    archive_sqlite.write(archive_db, "c", 1, [entry("src/reports/long/module_name.py",
+                                                    "core/path-relative")], ArchiveLimits())
+    archive_sqlite.write(archive_db, "c", 2, [entry("v/reports/7", SWEPT_RULE, turn=9)],
+                         ArchiveLimits())
+    for query in ("reports", "opened report"):
+        hits = archive_sqlite.recall(archive_db, Query.of(query, limit=5))
+        assert [h.rule for h in hits] == ["core/path-relative", SWEPT_RULE], query
+        assert hits[0].match == hits[1].match
+        assert hits[0].score > hits[1].score > {"part": 2.9, "context": 0.9}[hits[0].match]
+    # a better tier still wins: the token's exact value before the literal's part
+    hits = archive_sqlite.recall(archive_db, Query.of("v/reports/7", limit=5))
+    assert [(h.rule, h.match) for h in hits][0] == (SWEPT_RULE, "exact")
+
+
+def test_the_cap_drops_swept_tokens_before_any_rules_literal(archive_db):
+    rule = entry("src/old_seldom.py", "core/path-relative", seen=1, turn=1)
+    tokens = [entry(f"45/10{i}", SWEPT_RULE, seen=9, turn=20) for i in range(3)]
+    done = archive_sqlite.write(archive_db, "c", 1, [rule, *tokens],
+                                ArchiveLimits(max_literals=2))
+    assert (done.literals, done.dropped) == (2, 2)
+    kept = archive_sqlite.values(archive_db, "c")
+    assert "src/old_seldom.py" in kept and len(kept) == 2
+    assert {d["rule"] for d in archive_sqlite.dropped(archive_db, "c")} == {SWEPT_RULE}
+
+
+def test_a_token_a_rule_extracts_later_becomes_that_rules_literal(archive_db):
+    archive_sqlite.write(archive_db, "c", 1, [entry("v2/api", SWEPT_RULE)], ArchiveLimits())
+    archive_sqlite.write(archive_db, "c", 2, [entry("v2/api", "core/path-relative")],
+                         ArchiveLimits())
+    (hit,) = archive_sqlite.recall(archive_db, Query.of("v2/api"))
+    assert (hit.rule, hit.kind, hit.compaction) == ("core/path-relative", "path", 2)
+    archive_sqlite.write(archive_db, "c", 3, [entry("v2/api", SWEPT_RULE)], ArchiveLimits())
+    assert archive_sqlite.recall(archive_db, Query.of("v2/api"))[0].rule == "core/path-relative"
+
+
+def test_a_swept_token_touching_a_secret_is_kept_only_as_its_hash():
+    """A token holding a secret, inside one, or overlapping one written with spaces (neither
+    holds the other: ``pw=Qx7`` and ``42/x`` around ``Qx7 pass phrase 42``) has no value,
+    context or parts; the lines of the others mask the secret."""
+    phrase = "Qx7 pass phrase 42"
+    text = (f"login pw={phrase}/x then 45/100 and ghp_{'k' * 8}9z/ok, bundle 8.4MB; "
+            f"{'7' * 4}")
+    secrets = {phrase, f"ghp_{'k' * 8}9z", "7777"}
+    from firewall.audit.archive import _masker
+
+    entries = swept_entries([(1, Turn(role="user", text=text))], set(), key=KEY,
+                            secrets=secrets, index=SecretIndex(list(secrets)),
+                            mask=_masker(secrets))
+    clear = {e.value: e for e in entries if not e.sensitive}
+    assert set(clear) == {"45/100", "8.4MB;"}
+    assert all(e.value is None and e.context is None and e.parts is None
+               for e in entries if e.sensitive)
+    assert len(entries) - len(clear) == 4  # pw=Qx7, 42/x, ghp_...9z/ok, 7777
+    for e in clear.values():
+        assert "Qx7" not in e.context and "kkkk" not in e.context and "7777" not in e.context
+        assert "[secret]" in e.context
+
+
+def test_archive_entries_sweep_only_when_given_a_span():
+    turns = [Turn(role="user", text="see 45/100 in src/app/models.py")]
+    assert archive_entries([], lambda lit: None, key=KEY) == []
+    swept = archive_entries([], lambda lit: None, key=KEY, span=[(0, turns[0])])
+    assert {e.value for e in swept} == {"45/100", "src/app/models.py"}
+    assert {e.rule for e in swept} == {SWEPT_RULE}
+
+
+# -- audit copy carries the archive ------------------------------------------------------------
+
+def test_an_archive_exported_from_sqlite_goes_into_another_log_once(tmp_path):
+    source = SQLiteAuditLog(tmp_path / "a.db", key=KEY)
+    fw = Firewall(audit=source, keep_last=1)
+    result = fw.compact(leaky_conversation(), summarize)
+    rows, dropped = source.export_archive()
+    assert len(rows) == result.archive.literals and any(r["sensitive"] for r in rows)
+    assert all(r["value"] is None and r["context"] is None for r in rows if r["sensitive"])
+    target = SQLiteAuditLog(tmp_path / "b.db", key=KEY)
+    assert target.import_archive(rows, dropped) == len(rows)
+    assert target.import_archive(rows, dropped) == 0  # run again: nothing twice
+    conversation = result.record.conversation_id
+    assert target.archive_count(conversation) == source.archive_count(conversation)
+    assert sorted(target.archived_values(conversation)) == \
+        sorted(source.archived_values(conversation))
+    copied = Firewall(audit=target, keep_last=1)
+    for query in ("INV-2025-08-44719", "deadbeef", "db.internal"):
+        assert [h.to_dict() for h in copied.recall(query)] == \
+            [h.to_dict() for h in fw.recall(query)], query
+
+
+def test_audit_copy_carries_the_archive_into_postgres(postgres_url, tmp_path, capsys,
+                                                      monkeypatch):
+    pytest.importorskip("psycopg")
+    from firewall.cli import main
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    db = tmp_path / "audit.db"
+    fw = Firewall(audit=SQLiteAuditLog(db, key=KEY), keep_last=1)
+    result = fw.compact(token_messages(), summarize)
+    assert main(["audit", "copy", str(db), postgres_url]) == 0
+    out = capsys.readouterr().out
+    assert f"archive: {result.archive.literals} literal(s) copied, 0 already there" in out
+    assert main(["audit", "copy", str(db), postgres_url]) == 0
+    assert f"0 literal(s) copied, {result.archive.literals} already there" in \
+        capsys.readouterr().out
+    pg = Firewall(audit=postgres_url, keep_last=1)
+    for query in ("45/100", "models.py", "dev null"):
+        # the first hits: PostgreSQL's parser keeps 45/100 whole in a context line's words
+        assert [(h.value, h.rule, h.match) for h in pg.recall(query)][:1] == \
+            [(h.value, h.rule, h.match) for h in fw.recall(query)][:1], query
+    assert pg.recall("45/100")[0].rule == SWEPT_RULE
+    assert pg.audit.archive_count(result.record.conversation_id) == result.archive.recallable
+
+
+def test_compact_and_the_hooks_can_turn_the_token_tier_off(tmp_path, capsys, monkeypatch):
+    import json
+
+    from firewall.audit.archive import archive_from_env
+    from firewall.cli import main
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    source = tmp_path / "conversation.json"
+    source.write_text(json.dumps(token_messages()), encoding="utf-8")
+    counts = {}
+    for flag in ([], ["--no-archive-tokens"]):
+        db = tmp_path / f"audit{len(flag)}.db"
+        assert main(["compact", str(source), "--keep-last", "1", "--audit-db", str(db),
+                     *flag]) == 0
+        with sqlite3.connect(db) as conn:
+            counts[bool(flag)] = conn.execute("SELECT count(*) FROM archive WHERE rule = ?",
+                                              (SWEPT_RULE,)).fetchone()[0]
+    assert counts[False] >= 6 and counts[True] == 0
+    capsys.readouterr()
+    assert archive_from_env().tokens
+    monkeypatch.setenv("FIREWALL_ARCHIVE_TOKENS", "0")
+    assert not archive_from_env().tokens

@@ -990,3 +990,47 @@ def mcp_answers(ledger: Path, audit: Path) -> str:
     assert not any(a.is_error for a in answers)
     assert INVOICE in json.dumps(answers[0].model_dump(mode="json"))
     return json.dumps([a.model_dump(mode="json") for a in answers])
+
+
+# -- 15. the archive's token tier (issue 27): tokens no rule extracted, never a piece of a secret --
+
+def test_the_archive_token_tier_keeps_no_piece_of_a_secret_under_any_query(
+        packs: list[Any], tmp_path: Path) -> None:
+    """The token tier archives every token of the span holding a digit, ``/`` or ``@`` that no
+    rule extracted. A token that holds a secret (glued to punctuation, JSON-escaped), lies
+    inside one, or overlaps one written with spaces (``card:4111``) is kept only as its hash:
+    no recall, under any query, brings back any piece of it, and the stored rows hold none."""
+    from firewall.audit.archive import SWEPT_RULE, terms
+
+    glued = (f"Retry 45/100 with x={GITHUB}; then ({STRIPE}), card:{CARD} and "
+             f"k={AWS_SECRET.replace('/', chr(92) + '/')}, pw={DB_PASSWORD}! at 8.4MB, "
+             f"see {BEARER}/status 2>/dev/null;")
+    messages = conversation()[:-1] + [{"role": "user", "content": glued},
+                                      {"role": "assistant", "content": "ok"}]
+    db = tmp_path / "audit.db"
+    fw = Firewall(packs, keep_last=1, audit=str(db))
+    result = fw.compact(messages, summarizer=ScriptedSummarizer([INVOICE]))
+    assert result.compacted and result.audit_error is None
+    swept = [hit for hit in fw.recall("45/100", limit=5) if hit.rule == SWEPT_RULE]
+    assert [hit.value for hit in swept] == ["45/100"]  # the tier ran
+    assert fw.recall("/dev/null;")[0].rule == SWEPT_RULE
+    texts = [m["content"] for m in messages if m.get("content")]
+    queries = {token for text in texts for token in re.split(r"""[\s"'`()\[\]{}<>]+""", text)
+               if len(token) >= 4}
+    for secret in SECRETS:
+        queries |= {secret, secret[:6], secret[-6:], *fragments(secret, 6), *terms(secret)}
+    queries |= {"card", "4111", "card:4111", "x=ghp", "status", "k=WG2x", "pw=s3cr"}
+    for query in sorted(q for q in queries if q.strip()):
+        for hit in fw.recall(query, limit=200):
+            found = f"{hit.value}\n{hit.context or ''}"
+            assert leaked(found) == [] and leaked(json_decoded(found)) == [], (query, hit)
+            assert "4111" not in found and "card:4" not in found, (query, hit)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT value, rvalue, parts, context FROM archive").fetchall()
+        hashed = conn.execute("SELECT count(*) FROM archive WHERE rule = ? AND sensitive = 1 "
+                              "AND value IS NULL AND context IS NULL",
+                              (SWEPT_RULE,)).fetchone()[0]
+    stored = "\n".join(str(c) for row in rows for c in row if c is not None)
+    assert leaked(stored) == [] and leaked(stored[::-1]) == []
+    assert leaked(json_decoded(stored)) == [] and "4111" not in stored
+    assert hashed >= 3  # x=<github>; card:4111 <stripe>), ... stand as hashes only

@@ -7,15 +7,24 @@ sighting in the latest compaction that saw it), how often it was seen, and the l
 ``firewall recall``, ``Firewall.recall`` and the MCP tool ``recall`` find one again by any part
 of it, or by words of its context line.
 
+**The token tier.** Besides the literals, a compaction may sweep its span for the tokens no rule
+extracted: every run of 4+ characters between whitespace, quotes and brackets that holds a
+digit, ``/`` or ``@`` (DESIGN.md's naive floor, the gold's own tokenisation: ``45/100``,
+``8.4MB``, ``/dev/null;``), archived with ``kind`` ``token`` and ``rule`` ``archive/token``
+(``SWEPT_RULE``) and their context line like the others. One regex pass over the span; never
+pinned, never in the block. At equal tier a rule's literal ranks above a swept token (its score
+stays in the band just below the tier's: ``tier_score``), and the cap evicts swept tokens first.
+``ArchiveLimits(tokens=False)`` turns the tier off.
+
 Sensitive literals are kept only as their HMAC hash (``value_hash``): no value, no context line,
 no search terms. They count toward the archive's size and are never returned, under any query.
 A context line has every secret the scan found replaced by ``[secret]`` before it is stored.
 
 Ranking, best first: the exact value, then a value the query begins or ends (an id's prefix, a
 path's base name), then a whole part (a path segment, a snake_case/camelCase/dotted part: the
-FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (the share of
-them a line holds, then the value nearest them in its line, then shorter lines: BM25 without its
-IDF, which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
+FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (a line holding all of them, then one holding
+some: the share of them it holds, then the value nearest them in its line, then shorter lines:
+BM25 without its IDF, which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
 (``SCORES``), so a better tier always ranks first.
 
 This module holds the model, the entries a compaction writes, and the query plan; the stores
@@ -30,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..literals import SECRET_MIN_CHARS, Literal, SecretIndex
+from ..turns import Turn
 
 SECRET_MASK = "[secret]"
 CONTEXT_CHARS = 160  # the context line is clipped to about this many characters around the value
@@ -41,20 +51,33 @@ PROXIMITY_CHARS = 12  # characters between a value and a query word that halve i
 
 # score bands per tier: a better tier always outranks a worse one
 SCORES = {"exact": 5.0, "prefix": 4.0, "suffix": 4.0, "part": 3.0, "part_prefix": 2.0,
-          "context": 1.0}
+          "context": 1.0, "context_some": 0.1}
+SOME_WORDS = 0.8  # a line holding some of the words: its score within the tier, scaled to fit
 
 NO_ARCHIVE = ("a JSONL audit log keeps no archive of literals (nothing to recall from): "
               "use the SQLite log (the default) or a PostgreSQL one (--audit-db URL)")
+
+
+SWEPT_RULE = "archive/token"  # the rule of a token the sweep archived (no pack's rule)
+SWEPT_KIND = "token"
+TOKEN_MAX_CHARS = 1024  # a longer run (a base64 blob, a minified line) is no token anyone types
+# the gold's split (DESIGN.md): whitespace, quotes and brackets; a token is a run of 4+ others
+_TOKEN = re.compile(r"""[^\s"'`()\[\]{}<>]{4,}""")
+_ID_LIKE = re.compile(r"[\d/@]")
+_SPLIT_CHAR = re.compile(r"""[\s"'`()\[\]{}<>]""")
 
 
 @dataclass(frozen=True, slots=True)
 class ArchiveLimits:
     """The cap on one conversation's archive: when a compaction leaves more literals or more
     bytes (values and context lines) than this, the literals seen least, and longest ago, are
-    dropped until it fits; each drop is recorded (``archive_dropped``)."""
+    dropped until it fits, swept tokens (``tokens``) before any rule's literal; each drop is
+    recorded (``archive_dropped``). ``tokens``: also archive the span's tokens no rule
+    extracted (the token tier, see the module)."""
 
     max_literals: int = 100_000
     max_bytes: int = 64 * 1024 * 1024
+    tokens: bool = True
 
     def __post_init__(self) -> None:
         if self.max_literals < 1 or self.max_bytes < 1:
@@ -138,18 +161,22 @@ def phrase(words: Sequence[str]) -> str:
 
 
 def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], str | None], *,
-                    key: bytes, secrets: Iterable[str] = ()) -> list[ArchiveEntry]:
+                    key: bytes, secrets: Iterable[str] = (),
+                    span: Iterable[tuple[int, Turn]] | None = None) -> list[ArchiveEntry]:
     """One entry per distinct value of ``literals`` (a compaction's scan of its span), first
     sighting first. ``text_of(lit)``: the text of the turn it was seen in (its ``field`` when a
     JSON value), for the context line. ``secrets``: sensitive values known beyond these
-    literals (the ledger's), masked in every context line too."""
+    literals (the ledger's), masked in every context line too. ``span``: the compacted turns
+    (turn number, turn), to sweep for the tokens no rule extracted (the token tier, after the
+    literals); None sweeps nothing."""
     from .keys import escape_surrogates, literal_hash
     from ..literals import literal_kind  # the gold's kinds: the kinds an eval reports
 
     literals = list(literals)
     secret_values = {lit.value for lit in literals if lit.sensitive} | set(secrets)
     index = SecretIndex(list(secret_values))
-    masker, reach = _masker(secret_values)
+    # every spelling the index knows (a JSON-escaped secret's decoded one too) is masked
+    masker, reach = _masker(secret_values | set(index.secrets))
     by_value: dict[str, ArchiveEntry] = {}
     first: dict[str, Literal] = {}
     for lit in sorted(literals, key=lambda l: l.turn):
@@ -174,17 +201,108 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
         if not entry.sensitive:
             line = context_line(first[value], text_of(first[value]), masker, reach)
             entry.context = None if line is None else escape_surrogates(line)
-    return list(by_value.values())
+    entries = list(by_value.values())
+    if span is not None:
+        entries += swept_entries(span, {lit.value for lit in literals}, key=key,
+                                 secrets=secret_values, index=index, mask=(masker, reach))
+    return entries
+
+
+ARCHIVE_TOKENS_ENV = "FIREWALL_ARCHIVE_TOKENS"
+
+
+def archive_from_env() -> ArchiveLimits:
+    """The hooks' archive: the token tier on unless ``$FIREWALL_ARCHIVE_TOKENS`` is ``0``
+    (or ``false``, ``no``, ``off``)."""
+    import os
+
+    off = os.environ.get(ARCHIVE_TOKENS_ENV, "").strip().lower() in ("0", "false", "no", "off")
+    return ArchiveLimits(tokens=not off)
+
+
+def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key: bytes,
+                  secrets: set[str], index: SecretIndex,
+                  mask: tuple[Callable[[str], str], int]) -> list[ArchiveEntry]:
+    """The token tier: one entry per distinct token of ``span`` (see the module) that is not a
+    value of ``extracted``, first sighting first, read where the gold reads a turn (its text
+    and the string values of its tool calls' arguments). A token that holds a secret, lies
+    inside one, or overlaps where one is written (a secret with a space in it: ``card:4111``)
+    is kept only as its hash, like a sensitive literal."""
+    from ..json_values import decoded, scalar_leaves
+    from .keys import escape_surrogates, literal_hash
+
+    masker, reach = mask
+    short = [s for s in secrets if 0 < len(s) < SECRET_MIN_CHARS]  # masked where found only
+    spread = sorted((s for s in set(secrets) | set(index.secrets)
+                     if len(s) >= SECRET_MIN_CHARS and _SPLIT_CHAR.search(s)), key=len,
+                    reverse=True)
+    spanning = re.compile("|".join(map(re.escape, spread))) if spread else None
+    # token → [turn, role, text, start, last turn, count, sensitive]
+    seen: dict[str, list[Any]] = {}
+    for number, turn in span:
+        if turn.role == "system":
+            continue
+        texts = [turn.text] + [s for c in turn.tool_calls for _, s in scalar_leaves(c.arguments)]
+        for text in texts:
+            if not text:
+                continue
+            regions = [m.span() for m in spanning.finditer(text)] if spanning else []
+            for m in _TOKEN.finditer(text):
+                token = m.group()
+                if len(token) > TOKEN_MAX_CHARS or not _ID_LIKE.search(token) or \
+                        token in extracted:
+                    continue
+                known = seen.get(token)
+                hidden = any(s < m.end() and m.start() < e for s, e in regions)
+                if known is not None:
+                    known[4] = max(known[4], number)
+                    known[5] += 1
+                    known[6] = known[6] or hidden
+                    continue
+                seen[token] = [number, turn.role, text, m.start(), number, 1, hidden]
+    entries = []
+    for token, (number, role, text, start, last, count, hidden) in seen.items():
+        sensitive = hidden or token in secrets or index.touches(token) or \
+            ("\\" in token and index.touches(decoded(token))) or \
+            any(s in token for s in short)
+        context = None
+        if not sensitive:
+            sighting = Literal(token, SWEPT_RULE, number, role, start, start + len(token))
+            line = context_line(sighting, text, masker, reach)
+            context = None if line is None else escape_surrogates(line)
+        value = None if sensitive else escape_surrogates(token)
+        entries.append(ArchiveEntry(
+            value=value, value_hash=literal_hash(token, key), kind=SWEPT_KIND, rule=SWEPT_RULE,
+            role=role, first_turn=max(number, 0), last_turn=max(last, 0), seen=count,
+            context=context, sensitive=sensitive,
+            parts=None if value is None else value_parts(value)))
+    return entries
 
 
 def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
-    """What replaces every secret of a text by ``SECRET_MASK``, and the longest secret's
-    length (how far beyond a window a secret cut by it may start or end)."""
+    """What replaces every secret of a text by ``SECRET_MASK``, in any spelling (plain, or
+    with JSON escapes where the text has a backslash: ``WG2x\\/2kU``), and the longest
+    secret's length (how far beyond a window a secret cut by it may start or end; an escaped
+    spelling is longer, hence the factor)."""
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
-    pattern = re.compile("|".join(map(re.escape, long)))
-    return (lambda text: pattern.sub(SECRET_MASK, text)), len(long[0])
+    from ..json_values import spelling_pattern
+
+    plain = re.compile("|".join(map(re.escape, long)))
+    spelled: list[Any] = []  # built on the first text with a backslash
+
+    def mask(text: str) -> str:
+        if "\\" not in text:
+            return plain.sub(SECRET_MASK, text)
+        if not spelled:  # every spelling, longest secret first (a secret's prefix may be one)
+            import regex
+
+            spelled.append(regex.compile("|".join(spelling_pattern(s).pattern
+                                                  for s in long)))
+        return spelled[0].sub(SECRET_MASK, text)
+
+    return mask, 6 * len(long[0])
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
@@ -272,6 +390,20 @@ def context_terms(words: Sequence[str]) -> list[str]:
     return kept or list(words)
 
 
+def context_match(asked: Sequence[str], context: str | None,
+                  value: str | None = None) -> tuple[str, float]:
+    """The tier and score of a context line: ``context`` when it holds every asked word,
+    ``context_some`` when only some (a swept token's line holding all the words ranks above
+    a rule's literal's line holding one of them)."""
+    within = context_relevance(asked, context, value)
+    if len(asked) > 1:
+        text = (context or "").lower()
+        held = set(_WORD.findall(text))
+        if not all(w.lower() in held or w.lower() in text for w in asked):
+            return "context_some", within * SOME_WORDS
+    return "context", within
+
+
 def context_relevance(asked: Sequence[str], context: str | None,
                       value: str | None = None) -> float:
     """The score of a context line within its tier (0..0.9): the share of the asked words it
@@ -308,6 +440,13 @@ def proximity(asked: Sequence[str], text: str, value: str) -> float:
     return 0.0 if gap is None else PROXIMITY_CHARS / (PROXIMITY_CHARS + gap)
 
 
+def tier_score(within: float, swept: bool) -> float:
+    """The score of a hit within its tier: a rule's literal keeps ``within`` (0..0.9); a
+    swept token (``SWEPT_RULE``) falls in the band just below the tier's (-0.099..-0.009),
+    so at equal tier every literal a rule extracted ranks first, and no worse tier reaches it."""
+    return -0.099 + within / 10 if swept else within
+
+
 def rank(found: dict[Any, tuple[str, float, tuple[int, int]]], limit: int) -> list[Any]:
     """Keys of ``found`` (key → tier, score within the tier (0..1), recency) best first."""
     return sorted(found, key=lambda k: (-SCORES[found[k][0]] - found[k][1],
@@ -322,6 +461,33 @@ def better(found: dict[Any, tuple[str, float, tuple[int, int]]], key: Any, tier:
         found[key] = (tier, within, recency)
 
 
+# ── copying an archive into another log (``firewall audit copy``) ─────────────────────────────
+
+ROW_FIELDS = ("conversation_id", "value", "value_hash", "kind", "rule", "role", "first_turn",
+              "last_turn", "first_compaction", "compaction", "seen", "parts", "context",
+              "sensitive", "bytes")
+DROPPED_FIELDS = ("conversation_id", "compaction", "value", "value_hash", "rule", "seen",
+                  "last_turn", "reason")
+
+
+def copied_row(row: dict[str, Any], *, numbers: dict[tuple[str, int], int],
+               key: bytes | None) -> dict[str, Any]:
+    """An archive row of one log as another log stores it: its compaction numbers as the copy
+    renumbered the records (``numbers``: (conversation, source number) → number here), and,
+    with ``key`` (``--rekey``), a kept value's hash made again under it (a sensitive row has
+    only its hash, which keeps the source's key)."""
+    from .keys import literal_hash
+
+    row = dict(row)
+    conversation = row["conversation_id"]
+    for column in ("first_compaction", "compaction"):
+        if column in row:
+            row[column] = numbers.get((conversation, row[column]), row[column])
+    if key is not None and row.get("value") is not None and "value_hash" in row:
+        row["value_hash"] = literal_hash(row["value"], key)
+    return row
+
+
 def hint_line(count: int, tool: str = "recall") -> str:
     """The line ending a re-injected block where the agent has the recall tool (``recall``
     of ``firewall mcp``, or the wrappers' ``recall_literal``)."""
@@ -330,5 +496,6 @@ def hint_line(count: int, tool: str = "recall") -> str:
             f"segment, an id's first characters) or words of its context]")
 
 
-__all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query",
-           "archive_entries", "context_line", "hint_line", "terms", "value_parts"]
+__all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",
+           "archive_entries", "context_line", "context_match", "hint_line", "swept_entries", "terms",
+           "tier_score", "value_parts"]

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, ArchiveEntry, ArchiveHit,
-                      ArchiveLimits, Query, better, context_relevance, context_terms, rank)
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, DROPPED_FIELDS, ROW_FIELDS, SCORES,
+                      SWEPT_RULE, ArchiveEntry,
+                      ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
+                      rank, tier_score)
 from .archive_sqlite import ArchiveWrite
 
 KEY_CHARS = 256
@@ -88,11 +90,14 @@ def write(conn: Any, conversation_id: str, compaction: int, entries: Sequence[Ar
             "%s, %s) ON CONFLICT (conversation_id, value_hash) DO UPDATE SET "
             "last_turn = greatest(archive.last_turn, excluded.last_turn), "
             "seen = archive.seen + excluded.seen, "
-            "compaction = greatest(archive.compaction, excluded.compaction) "
+            "compaction = greatest(archive.compaction, excluded.compaction), "
+            # a token swept before that a rule extracts now becomes that rule's literal
+            "kind = CASE WHEN archive.rule = %s THEN excluded.kind ELSE archive.kind END, "
+            "rule = CASE WHEN archive.rule = %s THEN excluded.rule ELSE archive.rule END "
             "RETURNING (xmax = 0)",
             (conversation_id, e.value, e.value_hash, e.kind, e.rule, e.role, e.first_turn,
              e.last_turn, compaction, compaction, e.seen, e.parts, e.context, e.sensitive,
-             e.size))
+             e.size, SWEPT_RULE, SWEPT_RULE))
         if conn.fetchone()[0]:  # inserted, not updated
             added += 1
             recallable += not e.sensitive
@@ -108,7 +113,8 @@ def write(conn: Any, conversation_id: str, compaction: int, entries: Sequence[Ar
         for v in conn.execute(
                 "SELECT id, value, value_hash, rule, seen, last_turn, sensitive, bytes "
                 "FROM archive WHERE conversation_id = %s "
-                "ORDER BY seen, compaction, last_turn, id", (conversation_id,)).fetchall():
+                "ORDER BY rule <> %s, seen, compaction, last_turn, id",  # swept tokens first
+                (conversation_id, SWEPT_RULE)).fetchall():
             if literals <= limits.max_literals and total <= limits.max_bytes:
                 break
             victims.append(v)
@@ -162,7 +168,8 @@ def _like(text: str) -> str:
 
 
 def recall(conn: Any, query: Query) -> list[ArchiveHit]:
-    """``archive_sqlite.recall`` with the same tiers and the same scores."""
+    """``archive_sqlite.recall`` with the same tiers, the same order of asking (the rules'
+    literals, then swept tokens while hits are missing) and the same scores."""
     conn = _tuples(conn)
     where, params = query.filters("%s")
     filters = " AND ".join(["NOT a.sensitive", *where])
@@ -173,11 +180,13 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     key = text[:KEY_CHARS]
 
     def take(tier: str, sql: str, args: Sequence[object], within: Any = None,
-             cap: int = CANDIDATES) -> None:
-        for row in conn.execute(sql, [*args, *params, cap]).fetchall():
+             cap: int = CANDIDATES, swept: bool = False) -> None:
+        sql = sql.replace("{filters}", f"{filters} AND a.rule {'=' if swept else '<>'} %s")
+        for row in conn.execute(sql, [*args, *params, SWEPT_RULE, cap]).fetchall():
             rows[row[9]] = row
-            score = within(row) if within else 0.0
-            better(found, row[9], tier, score, (row[6], row[5]))
+            got = within(row) if within else 0.0
+            rank_tier, score = got if isinstance(got, tuple) else (tier, got)
+            better(found, row[9], rank_tier, tier_score(score, swept), (row[6], row[5]))
 
     def enough() -> bool:
         return len(found) >= query.limit
@@ -185,38 +194,89 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     def closeness(row: tuple) -> float:
         return query.closeness(row[0])
 
-    take("exact", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) = %s "
-                  f"AND a.value = %s AND {filters} LIMIT %s", [key, text])
-    if not enough():
-        take("prefix", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) LIKE %s "
-                       f"AND a.value LIKE %s AND a.value <> %s AND {filters} LIMIT %s",
-             [_like(key) + "%", _like(text) + "%", text], closeness)
-        rkey = text[::-1][:KEY_CHARS]
-        take("suffix", f"SELECT {select} FROM archive a WHERE left(reverse(a.value), "
-                       f"{KEY_CHARS}) LIKE %s AND a.value LIKE %s AND a.value <> %s "
-                       f"AND {filters} LIMIT %s",
-             [_like(rkey) + "%", "%" + _like(text), text], closeness)
-    if words and not enough():
-        take("part", f"SELECT {select} FROM archive a WHERE a.parts_tsv @@ "
-                     f"phraseto_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC LIMIT %s",
-             [" ".join(words)], closeness)
-    if words and not enough():
-        prefix = " <-> ".join(w.lower() for w in words[:-1]) + \
-            (" <-> " if len(words) > 1 else "") + words[-1].lower() + ":*"
-        take("part_prefix", f"SELECT {select} FROM archive a WHERE a.parts_tsv @@ "
-                            f"to_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC LIMIT %s",
-             [prefix], closeness)
+    rkey = text[::-1][:KEY_CHARS]
+    affixes = (("prefix", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) "
+                          f"LIKE %s AND a.value LIKE %s AND a.value <> %s AND {{filters}} "
+                          f"LIMIT %s", [_like(key) + "%", _like(text) + "%", text]),
+               ("suffix", f"SELECT {select} FROM archive a WHERE left(reverse(a.value), "
+                          f"{KEY_CHARS}) LIKE %s AND a.value LIKE %s AND a.value <> %s "
+                          f"AND {{filters}} LIMIT %s",
+                [_like(rkey) + "%", "%" + _like(text), text]))
+    for swept in (False, True):
+        take("exact", f"SELECT {select} FROM archive a WHERE left(a.value, {KEY_CHARS}) = %s "
+                      f"AND a.value = %s AND {{filters}} LIMIT %s", [key, text], swept=swept)
+    for swept in (False, True):
+        if not enough():
+            for tier, sql, args in affixes:
+                take(tier, sql, args, closeness, swept=swept)
+    prefix = " <-> ".join(w.lower() for w in words[:-1]) + \
+        (" <-> " if len(words) > 1 else "") + words[-1].lower() + ":*" if words else ""
+    parts = (("part", "phraseto_tsquery('simple', %s)", " ".join(words)),
+             ("part_prefix", "to_tsquery('simple', %s)", prefix))
+    for tier, tsquery, match in parts:
+        for swept in (False, True):
+            if words and not enough():
+                take(tier, f"SELECT {select} FROM archive a WHERE a.parts_tsv @@ {tsquery} "
+                           f"AND {{filters}} ORDER BY a.id DESC LIMIT %s", [match], closeness,
+                     swept=swept)
     # context words as in SQLite: the same words asked, the same conditions and the same score
     # within the tier (coverage, proximity to the value, line length), AND first, then OR
     asked = [w.lower() for w in context_terms(words)]
-    if asked and (not found or (" " in text and not enough())):
-        for joiner in ("&", "|"):
-            if joiner == "|" and (len(asked) < 2 or enough()):
-                break
-            take("context", f"SELECT {select} FROM archive a WHERE a.context_tsv @@ "
-                            f"to_tsquery('simple', %s) AND {filters} ORDER BY a.id DESC "
-                            f"LIMIT %s", [f" {joiner} ".join(asked)],
-                 lambda row: context_relevance(asked, row[8], row[0]), CONTEXT_CANDIDATES)
+    ruled = any(rows[k][2] != SWEPT_RULE for k in found)
+    if asked and (not ruled or (" " in text and not enough())):
+        joiners = ("&", "|") if len(asked) > 1 else ("&",)
+        for i, joiner in enumerate(joiners):
+            for swept in (False, True):
+                if (i == 0 and not swept) or not enough():
+                    take("context", f"SELECT {select} FROM archive a WHERE a.context_tsv @@ "
+                                    f"to_tsquery('simple', %s) AND {{filters}} "
+                                    f"ORDER BY a.id DESC LIMIT %s",
+                         [f" {joiner} ".join(asked)],
+                         lambda row: context_match(asked, row[8], row[0]),
+                         CONTEXT_CANDIDATES, swept=swept)
     return [ArchiveHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                        round(SCORES[found[k][0]] + found[k][1], 4), found[k][0])
             for k in rank(found, query.limit) for row in (rows[k],)]
+
+
+# ── copying (``firewall audit copy``): ``archive_sqlite.export``/``insert`` for PostgreSQL ─────
+
+def export(conn: Any) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    conn = _tuples(conn)
+    rows = [dict(zip(ROW_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(ROW_FIELDS)} FROM archive ORDER BY id").fetchall()]
+    dropped_rows = [dict(zip(DROPPED_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(DROPPED_FIELDS)} FROM archive_dropped ORDER BY ctid").fetchall()]
+    return rows, dropped_rows
+
+
+def insert(conn: Any, rows: Sequence[dict[str, object]],
+           dropped_rows: Sequence[dict[str, object]] = ()) -> int:
+    """``archive_sqlite.insert`` inside the caller's transaction."""
+    conn = _tuples(conn)
+    added = 0
+    touched: set[object] = set()
+    for r in rows:
+        conn.execute(
+            f"INSERT INTO archive ({', '.join(ROW_FIELDS)}) VALUES "
+            f"({', '.join(['%s'] * len(ROW_FIELDS))}) "
+            f"ON CONFLICT (conversation_id, value_hash) DO NOTHING RETURNING id",
+            [bool(r[f]) if f == "sensitive" else r[f] for f in ROW_FIELDS])
+        if conn.fetchone() is not None:
+            added += 1
+            touched.add(r["conversation_id"])
+    for d in dropped_rows:
+        conn.execute(
+            f"INSERT INTO archive_dropped SELECT {', '.join(['%s'] * len(DROPPED_FIELDS))} "
+            f"WHERE NOT EXISTS (SELECT 1 FROM archive_dropped WHERE conversation_id = %s AND "
+            f"compaction = %s AND value_hash = %s)",
+            [*(d[f] for f in DROPPED_FIELDS), d["conversation_id"], d["compaction"],
+             d["value_hash"]])
+    if touched:
+        conn.execute(
+            "INSERT INTO archive_sizes SELECT conversation_id, count(*), "
+            "count(*) FILTER (WHERE NOT sensitive), sum(bytes) FROM archive "
+            "WHERE conversation_id = ANY(%s) GROUP BY conversation_id "
+            "ON CONFLICT (conversation_id) DO UPDATE SET literals = excluded.literals, "
+            "recallable = excluded.recallable, bytes = excluded.bytes", (list(touched),))
+    return added

@@ -17,8 +17,10 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .archive import (CANDIDATES, CONTEXT_CANDIDATES, SCORES, ArchiveEntry, ArchiveHit, ArchiveLimits, Query,
-                      better, context_relevance, context_terms, phrase, rank)
+from .archive import (CANDIDATES, CONTEXT_CANDIDATES, DROPPED_FIELDS, ROW_FIELDS, SCORES,
+                      SWEPT_RULE, ArchiveEntry,
+                      ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
+                      phrase, rank, tier_score)
 
 TOP = "\U0010ffff"  # above every character: ``value < prefix || TOP`` bounds a prefix range
 
@@ -103,10 +105,13 @@ def write(conn: sqlite3.Connection, conversation_id: str, compaction: int,
         "bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (conversation_id, value_hash) DO UPDATE SET "
         "last_turn = max(last_turn, excluded.last_turn), seen = seen + excluded.seen, "
-        "compaction = max(compaction, excluded.compaction)",
+        "compaction = max(compaction, excluded.compaction), "
+        # a token swept before that a rule extracts now becomes that rule's literal
+        "kind = iif(rule = ?, excluded.kind, kind), rule = iif(rule = ?, excluded.rule, rule)",
         [(first_new + i, conversation_id, e.value, e.value[::-1] if e.value is not None else None,
           e.value_hash, e.kind, e.rule, e.role, e.first_turn, e.last_turn, compaction, compaction,
-          e.seen, e.parts, e.context, e.sensitive, e.size) for i, e in enumerate(entries)])
+          e.seen, e.parts, e.context, e.sensitive, e.size, SWEPT_RULE, SWEPT_RULE)
+         for i, e in enumerate(entries)])
     conn.execute("INSERT INTO archive_parts (rowid, parts) SELECT id, parts FROM archive "
                  "WHERE id >= ? AND sensitive = 0", (first_new,))
     conn.execute("INSERT INTO archive_context (rowid, context) SELECT id, context FROM archive "
@@ -135,12 +140,14 @@ def _size(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, int, int
 
 def _evict(conn: sqlite3.Connection, conversation_id: str, compaction: int,
            limits: ArchiveLimits, literals: int, total: int) -> int:
-    """Drop the literals seen least, and longest ago, until the archive fits its cap."""
+    """Drop the literals seen least, and longest ago, until the archive fits its cap: swept
+    tokens first, then the rules' literals."""
     victims = []
     for row in conn.execute(
             "SELECT id, value, value_hash, rule, seen, last_turn, parts, context, sensitive, "
             "bytes FROM archive WHERE conversation_id = ? "
-            "ORDER BY seen, compaction, last_turn, id", (conversation_id,)):
+            "ORDER BY rule <> ?, seen, compaction, last_turn, id",
+            (conversation_id, SWEPT_RULE)):
         if literals <= limits.max_literals and total <= limits.max_bytes:
             break
         victims.append(row)
@@ -185,7 +192,9 @@ def values(conn: sqlite3.Connection, conversation_id: str) -> list[str]:
 def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     """The best hits for ``query``, best first (see ``archive`` for the tiers). Each value tier
     runs only while the better ones have found fewer than ``limit``, the context tier only when
-    none found anything; an FTS tier ranks at most ``CANDIDATES`` matches, the newest."""
+    they found no rule's literal; an FTS tier ranks at most ``CANDIDATES`` matches, the newest.
+    Each tier asks for the rules' literals first and for swept tokens only while hits are
+    missing: they rank below, and so never take a rule's literal's place among the candidates."""
     where, params = query.filters("?")
     filters = " AND ".join(["a.sensitive = 0", *where])
     found: dict[int, tuple[str, float, tuple[int, int]]] = {}
@@ -193,11 +202,14 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     text, words = query.text, query.words
 
     def take(tier: str, sql: str, args: Sequence[object], within: object = None,
-             cap: int = CANDIDATES) -> None:
-        for row in conn.execute(sql, [*args, *params, cap]):
-            score = within(row) if callable(within) else 0.0
+             cap: int = CANDIDATES, swept: bool = False) -> None:
+        sql = sql.replace("{filters}", f"{filters} AND a.rule {'=' if swept else '<>'} ?")
+        for row in conn.execute(sql, [*args, *params, SWEPT_RULE, cap]):
+            got = within(row) if callable(within) else 0.0
+            rank_tier, score = got if isinstance(got, tuple) else (tier, got)
             rows[row["id"]] = row
-            better(found, row["id"], tier, score, (row["compaction"], row["last_turn"]))
+            better(found, row["id"], rank_tier, tier_score(score, swept),
+                   (row["compaction"], row["last_turn"]))
 
     def enough() -> bool:
         return len(found) >= query.limit
@@ -205,35 +217,44 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     def closeness(row: sqlite3.Row) -> float:
         return query.closeness(row["value"])
 
-    take("exact", f"SELECT {_SELECT} FROM archive a WHERE a.value = ? AND {filters} LIMIT ?",
-         [text])
-    if not enough():
-        take("prefix", f"SELECT {_SELECT} FROM archive a WHERE a.value > ? AND a.value < ? "
-                       f"AND {filters} LIMIT ?", [text, text + TOP], closeness)
-        reverse = text[::-1]
-        take("suffix", f"SELECT {_SELECT} FROM archive a WHERE a.rvalue > ? AND a.rvalue < ? "
-                       f"AND {filters} LIMIT ?", [reverse, reverse + TOP], closeness)
+    reverse = text[::-1]
+    affixes = (("prefix", f"SELECT {_SELECT} FROM archive a WHERE a.value > ? AND a.value < ? "
+                          f"AND {{filters}} LIMIT ?", [text, text + TOP]),
+               ("suffix", f"SELECT {_SELECT} FROM archive a WHERE a.rvalue > ? AND a.rvalue < ? "
+                          f"AND {{filters}} LIMIT ?", [reverse, reverse + TOP]))
+    for swept in (False, True):
+        take("exact", f"SELECT {_SELECT} FROM archive a WHERE a.value = ? AND {{filters}} "
+                      f"LIMIT ?", [text], swept=swept)
+    for swept in (False, True):
+        if not enough():
+            for tier, sql, args in affixes:
+                take(tier, sql, args, closeness, swept=swept)
+
     def fts(table: str) -> str:
         return (f"SELECT {_SELECT} FROM {table} f JOIN archive a ON a.id = f.rowid "
-                f"WHERE {table} MATCH ? AND {filters} ORDER BY f.rowid DESC LIMIT ?")
+                f"WHERE {table} MATCH ? AND {{filters}} ORDER BY f.rowid DESC LIMIT ?")
 
-    if words and not enough():
-        take("part", fts("archive_parts"), [phrase(words)], closeness)
-    if words and not enough():
-        take("part_prefix", fts("archive_parts"), [phrase(words) + " *"], closeness)
-    # context words: when no value matched (they are the fallback of a query that names no
-    # part of a value), or for words (a query with a space) while hits are missing; without
-    # the words every line holds
+    for tier, match in (("part", phrase(words)), ("part_prefix", phrase(words) + " *")):
+        for swept in (False, True):
+            if words and not enough():
+                take(tier, fts("archive_parts"), [match], closeness, swept=swept)
+    # context words: when no rule's literal matched (they are the fallback of a query that
+    # names no part of a value), or for words (a query with a space) while hits are missing;
+    # without the words every line holds
     asked = context_terms(words)
-    if asked and (not found or (" " in text and not enough())):
-        def relevance(row: sqlite3.Row) -> float:
-            return context_relevance(asked, row["context"], row["value"])
+    ruled = any(rows[k]["rule"] != SWEPT_RULE for k in found)
+    if asked and (not ruled or (" " in text and not enough())):
+        def relevance(row: sqlite3.Row) -> tuple[str, float]:
+            return context_match(asked, row["context"], row["value"])
 
-        take("context", fts("archive_context"), [" AND ".join(phrase([w]) for w in asked)],
-             relevance, CONTEXT_CANDIDATES)
-        if len(asked) > 1 and not enough():
-            take("context", fts("archive_context"), [" OR ".join(phrase([w]) for w in asked)],
-                 relevance, CONTEXT_CANDIDATES)
+        # lines holding every word (the rules' literals, then swept tokens), then some of them
+        joiners = (" AND ", " OR ") if len(asked) > 1 else (" AND ",)
+        for i, joiner in enumerate(joiners):
+            for swept in (False, True):
+                if (i == 0 and not swept) or not enough():
+                    take("context", fts("archive_context"),
+                         [joiner.join(phrase([w]) for w in asked)], relevance,
+                         CONTEXT_CANDIDATES, swept=swept)
     hits = []
     for key in rank(found, query.limit):
         row, (tier, within, _) = rows[key], found[key]
@@ -244,3 +265,47 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
     return hits
 
 
+# ── copying (``firewall audit copy``): the rows as they are, idempotent ────────────────────────
+
+def export(conn: sqlite3.Connection) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Every archive row (``archive.ROW_FIELDS``; sensitive ones by hash only, as stored) and
+    every record of what the cap dropped, oldest first."""
+    rows = [dict(zip(ROW_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(ROW_FIELDS)} FROM archive ORDER BY id")]
+    for row in rows:
+        row["sensitive"] = bool(row["sensitive"])
+    dropped_rows = [dict(zip(DROPPED_FIELDS, row)) for row in conn.execute(
+        f"SELECT {', '.join(DROPPED_FIELDS)} FROM archive_dropped ORDER BY rowid")]
+    return rows, dropped_rows
+
+
+def insert(conn: sqlite3.Connection, rows: Sequence[dict[str, object]],
+           dropped_rows: Sequence[dict[str, object]] = ()) -> int:
+    """Add exported rows inside the caller's write transaction: a (conversation, value) here
+    already is kept as it is (a copy run again adds nothing); the FTS index and the sizes
+    follow. Returns how many rows were added."""
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM archive").fetchone()
+    first_new = top + 1
+    conn.executemany(
+        f"INSERT INTO archive (id, rvalue, {', '.join(ROW_FIELDS)}) VALUES "
+        f"(?, ?, {', '.join('?' * len(ROW_FIELDS))}) "
+        f"ON CONFLICT (conversation_id, value_hash) DO NOTHING",
+        [(first_new + i, None if r["value"] is None else str(r["value"])[::-1],
+          *(r[f] for f in ROW_FIELDS)) for i, r in enumerate(rows)])
+    conn.execute("INSERT INTO archive_parts (rowid, parts) SELECT id, parts FROM archive "
+                 "WHERE id >= ? AND sensitive = 0", (first_new,))
+    conn.execute("INSERT INTO archive_context (rowid, context) SELECT id, context FROM archive "
+                 "WHERE id >= ? AND sensitive = 0 AND context IS NOT NULL", (first_new,))
+    (added,) = conn.execute("SELECT count(*) FROM archive WHERE id >= ?",
+                            (first_new,)).fetchone()
+    marks = ", ".join("?" * len(DROPPED_FIELDS))
+    conn.executemany(
+        f"INSERT INTO archive_dropped SELECT {marks} WHERE NOT EXISTS (SELECT 1 FROM "
+        f"archive_dropped WHERE conversation_id = ? AND compaction = ? AND value_hash = ?)",
+        [(*(d[f] for f in DROPPED_FIELDS), d["conversation_id"], d["compaction"],
+          d["value_hash"]) for d in dropped_rows])
+    conn.execute(
+        "INSERT OR REPLACE INTO archive_sizes SELECT conversation_id, count(*), "
+        "sum(1 - sensitive), sum(bytes) FROM archive WHERE conversation_id IN (SELECT "
+        "conversation_id FROM archive WHERE id >= ?) GROUP BY conversation_id", (first_new,))
+    return added

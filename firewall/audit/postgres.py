@@ -45,6 +45,7 @@ _MIGRATION_LOCK = 0x6C66_6175_6469_74  # "lfaudit"
 _KEY_CHECK_TEXT = "literal-firewall audit key check"
 _PAGE = 500  # records read per query by export
 _COPY_BATCH = 100  # records copied per transaction: one commit (one WAL sync) for many
+_ARCHIVE_BATCH = 5000  # archive rows copied per transaction
 T = TypeVar("T")
 
 
@@ -362,6 +363,18 @@ class PostgresAuditLog:
         return self._run("reading the archive",
                          lambda conn: archive_pg.dropped(conn, conversation_id))
 
+    def export_archive(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        from . import archive_postgres as archive_pg
+
+        return self._run("reading the archive", archive_pg.export)
+
+    def import_archive(self, rows: list[dict[str, Any]],
+                       dropped: list[dict[str, Any]] = ()) -> int:
+        from . import archive_postgres as archive_pg
+
+        return self._run("writing the archive",
+                         lambda conn: archive_pg.insert(conn, rows, dropped))
+
     # -- copying another log in
 
     def copy_from(self, source: AuditLog, *, rekey: bool = False) -> CopyReport:
@@ -391,6 +404,7 @@ class PostgresAuditLog:
                     f"`key` file) if it is, or will be, the fleet's key; else pass --rekey "
                     f"(kept values are hashed again; secrets stay findable only with the old key)")
         batch: list[AuditRecord] = []
+        numbers: dict[tuple[str, int], int] = {}  # renumbered: the archive rows follow
 
         def flush() -> None:
             for record, written in zip(batch, self._insert(batch, skip_present=True)):
@@ -398,6 +412,8 @@ class PostgresAuditLog:
                 report.copied += written is not None
                 report.renumbered += written is not None and \
                     written.compaction != record.compaction
+                if written is not None and written.compaction != record.compaction:
+                    numbers[(record.conversation_id, record.compaction)] = written.compaction
             batch.clear()
 
         for record in source.export():
@@ -409,7 +425,28 @@ class PostgresAuditLog:
                 flush()
         if batch:
             flush()
+        self._copy_archive(source, report, numbers, rekey)
         return report
+
+    def _copy_archive(self, source: AuditLog, report: CopyReport,
+                      numbers: dict[tuple[str, int], int], rekey: bool) -> None:
+        """The source's archive after its records (a log without one, JSONL, has none): each
+        row as stored, numbered as its records now are; a value here already is kept. Under
+        ``rekey`` kept values are hashed again, as the records' are."""
+        from .archive import copied_row
+
+        exporting = getattr(source, "export_archive", None)
+        if exporting is None:
+            return
+        rows, dropped = exporting()
+        key = self.key if rekey else None
+        rows = [copied_row(r, numbers=numbers, key=key) for r in rows]
+        dropped = [copied_row(d, numbers=numbers, key=key) for d in dropped]
+        for start in range(0, len(rows) or 1, _ARCHIVE_BATCH):
+            added = self.import_archive(rows[start:start + _ARCHIVE_BATCH],
+                                        dropped if start == 0 else [])
+            report.archived += added
+            report.archive_present += len(rows[start:start + _ARCHIVE_BATCH]) - added
 
 
 @dataclass
@@ -418,10 +455,15 @@ class CopyReport:
     present: int = 0  # already here (same id): skipped
     renumbered: int = 0  # their number was taken here: given the next free one
     foreign_secrets: int = 0  # sensitive literals whose hash is under the source's key
+    archived: int = 0  # archive rows (firewall.archive) copied
+    archive_present: int = 0  # already here: skipped
 
     def __str__(self) -> str:
         text = (f"copied {self.copied} record(s); {self.present} already there; "
                 f"{self.renumbered} renumbered")
+        if self.archived or self.archive_present:
+            text += (f"; archive: {self.archived} literal(s) copied, {self.archive_present} "
+                     f"already there")
         if self.foreign_secrets:
             text += (f"; {self.foreign_secrets} sensitive literal(s) keep the source key's "
                      f"hashes")

@@ -407,6 +407,31 @@ class SQLiteAuditLog(KeyedLog):
         with self._connect("reading the archive", read=True) as conn:
             return archive_sqlite.dropped(conn, conversation_id)
 
+    def export_archive(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Every archive row and every drop record, as stored (``audit copy`` reads them)."""
+        from . import archive_sqlite
+
+        with self._connect("reading the archive", read=True) as conn:
+            return archive_sqlite.export(conn)
+
+    def import_archive(self, rows: list[dict[str, Any]],
+                       dropped: list[dict[str, Any]] = ()) -> int:
+        """Add exported archive rows (one transaction; a row here already is kept): the rows
+        added."""
+        from . import archive_sqlite
+
+        self._keep_open()
+        with self._connect("writing the archive") as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                added = archive_sqlite.insert(conn, rows, dropped)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return added
+
     def _summaries(self, conn: sqlite3.Connection,
                    rows: list[sqlite3.Row]) -> list[RecordSummary]:
         ids = list(dict.fromkeys(row["id"] for row in rows))

@@ -47,7 +47,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_copy(args: argparse.Namespace) -> int:
-    """``audit copy SRC DST``: every record of a log into a PostgreSQL one (see
+    """``audit copy SRC DST``: every record of a log, and its archive of literals (SQLite or
+    PostgreSQL; a JSONL log has none), into a PostgreSQL one (see
     ``PostgresAuditLog.copy_from``: idempotent, hashes carried only under the same key)."""
     from ..audit import is_database_url, open_audit_log
 
@@ -117,8 +118,8 @@ def add_audit_commands(sub: Any) -> None:
         add_audit_options(command)
         command.set_defaults(func=cmd_audit)
     copy = audit_sub.add_parser(
-        "copy", help="copy every record of a log into a PostgreSQL log (run again: it "
-                     "skips what is there)")
+        "copy", help="copy every record of a log, and its archive of literals, into a "
+                     "PostgreSQL log (run again: it skips what is there)")
     copy.add_argument("src", metavar="SRC", help="the log to read: SQLite file, .jsonl or URL")
     copy.add_argument("dst", metavar="DST", help="the PostgreSQL log: postgresql://...")
     copy.add_argument("--rekey", action="store_true",

@@ -184,6 +184,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..audit import escape_surrogates
+    from ..audit.archive import ArchiveLimits
     from ..compaction.guard import Firewall
     from ..compaction.ledger import Ledger
 
@@ -191,7 +192,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
                   policy=args.policy, keep_last=args.keep_last, placeholders=args.placeholders,
                   required=args.required, audit=audit_log_of(args),
                   summarizer=summarizer_from_args(args),
-                  template=_template(args), salience=salience_from_args(args))
+                  template=_template(args), salience=salience_from_args(args),
+                  archive=ArchiveLimits(tokens=args.archive_tokens))
     ledger_path = Path(args.ledger) if args.ledger else None
     ledger = Ledger.from_json(ledger_path.read_text("utf-8")) \
         if ledger_path and ledger_path.exists() else None

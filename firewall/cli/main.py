@@ -10,10 +10,10 @@ from typing import Any
 
 from ..compaction.budget import Budget, parse_budget
 from ..errors import FirewallError
-from ..options import (add_audit_options, add_dask_option, add_fail_fast_option,
-                       add_keep_last_option, add_placeholders_option, add_rules_option,
-                       add_salience_option, add_summarizer_options, add_tokens_option,
-                       non_negative)
+from ..options import (add_archive_tokens_option, add_audit_options, add_dask_option,
+                       add_fail_fast_option, add_keep_last_option, add_placeholders_option,
+                       add_rules_option, add_salience_option, add_summarizer_options,
+                       add_tokens_option, non_negative)
 from .audit import add_audit_commands
 from .commands import (cmd_check, cmd_compact, cmd_rules_lint, cmd_rules_list, cmd_rules_test,
                        cmd_scan)
@@ -107,6 +107,7 @@ def build_parser(running: str | None = None) -> argparse.ArgumentParser:
     compact.add_argument("--ledger", metavar="PATH",
                          help="ledger JSON to continue from and to save (cumulative)")
     add_audit_options(compact)
+    add_archive_tokens_option(compact)
     add_salience_option(compact)
     compact.add_argument("--out", metavar="PATH", help="write the compacted conversation(s)")
     compact.add_argument("--json", action="store_true", help="JSON output with a report")

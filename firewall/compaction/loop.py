@@ -289,9 +289,13 @@ class CompactionLoop:
                 calls[index] = call_text(turn)
             return calls[index]
 
+        # the token tier sweeps the span's turns, numbered as its literals are
+        span = [(plan.number(i), turns[i]) for i in range(plan.span.start, plan.span.end)] \
+            if self.archive_limits.tokens else None
         entries = archive_entries(
             (lit for lit in plan.pinned.literals if len(lit.value) <= LITERAL_MAX_CHARS),
-            text_of, key=key, secrets=[e.value for e in plan.ledger.entries if e.sensitive])
+            text_of, key=key, secrets=[e.value for e in plan.ledger.entries if e.sensitive],
+            span=span)
         try:
             result.archive = writer(result.record.conversation_id, result.record.compaction,
                                     entries, self.archive_limits)

@@ -7,6 +7,12 @@ ID-like gold, and how well a partial memory of a value finds it again.
   it, so a ``recall`` returns it;
 * **lost**: neither.
 
+Of the gold one call away, ``one_call_token`` is what only the token tier holds (a swept token,
+no rule's literal, is it or holds it: see ``archive``): what the archive owes to the sweep, not
+to the packs. The same three shares are counted for the addressing subset (``addr_*``: gold a
+later call passes to name something). Recall quality is also counted over the gold a rule's
+literal holds (``*_rule_*``): the queries a swept token could crowd out.
+
 Recall quality, for each gold string one call away, queried as an agent that remembers only
 part of it would, against the cut's archive in SQLite (the real FTS5 index and ranking):
 (a) a **fragment**: the base name of a path, else one name part (the longest) of a
@@ -22,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..audit.archive import ArchiveEntry, ArchiveLimits, Query, archive_entries, terms
+from ..audit.archive import (SWEPT_RULE, ArchiveEntry, ArchiveLimits, Query, archive_entries,
+                             terms)
 from ..compaction.ledger import LITERAL_MAX_CHARS
 from ..literals import Literal
 from ..turns import Turn, call_text
@@ -44,6 +51,17 @@ class ArchiveShares:
     fragment_top5: int = 0
     context_queries: int = 0
     context_top5: int = 0
+    one_call_token: int = 0  # of one_call: held by a swept token only (the token tier)
+    addr_gold: int = 0  # the addressing subset of gold
+    addr_in_context: int = 0
+    addr_one_call: int = 0
+    addr_one_call_token: int = 0
+    addr_lost: int = 0
+    # recall quality over the gold a rule's literal holds: what a swept token could crowd out
+    fragment_rule_queries: int = 0
+    fragment_rule_top5: int = 0
+    context_rule_queries: int = 0
+    context_rule_top5: int = 0
 
     def add(self, other: ArchiveShares | dict[str, int]) -> None:
         for f in fields(self):
@@ -61,8 +79,17 @@ class ArchiveShares:
                 "share_in_context": share(self.in_context, self.gold),
                 "share_one_call": share(self.one_call, self.gold),
                 "share_lost": share(self.lost, self.gold),
+                "share_one_call_token": share(self.one_call_token, self.gold),
+                "addr_share_in_context": share(self.addr_in_context, self.addr_gold),
+                "addr_share_one_call": share(self.addr_one_call, self.addr_gold),
+                "addr_share_one_call_token": share(self.addr_one_call_token, self.addr_gold),
+                "addr_share_lost": share(self.addr_lost, self.addr_gold),
                 "fragment_top5_share": share(self.fragment_top5, self.fragment_queries),
-                "context_top5_share": share(self.context_top5, self.context_queries)}
+                "context_top5_share": share(self.context_top5, self.context_queries),
+                "fragment_rule_top5_share": share(self.fragment_rule_top5,
+                                                  self.fragment_rule_queries),
+                "context_rule_top5_share": share(self.context_rule_top5,
+                                                 self.context_rule_queries)}
 
 
 def fragment(value: str) -> str:
@@ -93,10 +120,12 @@ def context_words(entry: ArchiveEntry, count: int = 3) -> list[str]:
 
 
 def measure_cut(turns: Sequence[Turn], literals: Sequence[Literal], gold: Sequence[Any],
-                context: str, conversation_id: str = "eval") -> tuple[ArchiveShares, list[str]]:
+                context: str, conversation_id: str = "eval",
+                span: Sequence[int] | None = None) -> tuple[ArchiveShares, list[str]]:
     """The shares of one cut's ID-like ``gold`` (``gold.Gold``), the literals its span's
     scan extracted (``Firewall.pin(...).literals``, turn numbers indexing ``turns``) and the
-    composed ``context`` text; returns them with the archived non-sensitive values."""
+    composed ``context`` text; returns them with the archived non-sensitive values. ``span``:
+    the indexes of the compacted turns, swept for the token tier (None: the tier is off)."""
 
     def text_of(lit: Literal) -> str | None:
         if not 0 <= lit.turn < len(turns):
@@ -105,23 +134,33 @@ def measure_cut(turns: Sequence[Turn], literals: Sequence[Literal], gold: Sequen
         return turn.text if lit.field == "text" or lit.value in turn.text else call_text(turn)
 
     entries = archive_entries([lit for lit in literals if len(lit.value) <= LITERAL_MAX_CHARS],
-                              text_of, key=EVAL_KEY)
+                              text_of, key=EVAL_KEY,
+                              span=None if span is None else [(i, turns[i]) for i in span])
     kept = [e for e in entries if not e.sensitive]
     values = [e.value for e in kept if e.value is not None]
-    joined = "\n".join(values)
+    ruled = "\n".join(e.value for e in kept if e.value is not None and e.rule != SWEPT_RULE)
+    swept = "\n".join(e.value for e in kept if e.value is not None and e.rule == SWEPT_RULE)
     shares = ArchiveShares()
     away: list[Any] = []
     for g in gold:
         if not g.id_like:
             continue
+        addressing = g.addresses
         shares.gold += 1
+        shares.addr_gold += addressing
         if occurs(g.literal, context):
             shares.in_context += 1
-        elif occurs(g.literal, joined):
+            shares.addr_in_context += addressing
+        elif occurs(g.literal, ruled) or occurs(g.literal, swept):
+            token = not occurs(g.literal, ruled)
             shares.one_call += 1
+            shares.one_call_token += token
+            shares.addr_one_call += addressing
+            shares.addr_one_call_token += addressing and token
             away.append(g)
         else:
             shares.lost += 1
+            shares.addr_lost += addressing
     if away:
         _quality(shares, away, kept, conversation_id)
     return shares, values
@@ -143,14 +182,24 @@ def _quality(shares: ArchiveShares, away: Sequence[Any], kept: Sequence[ArchiveE
             return any(h.value == gold or occurs(gold, h.value) for h in hits)
 
         for g in away:
-            shares.fragment_queries += 1
-            shares.fragment_top5 += found(fragment(g.literal), g.literal)
+            # the rules' literal first, as recall ranks them
             holder = next((e for e in kept if e.value == g.literal), None) or \
+                next((e for e in kept if e.value and e.rule != SWEPT_RULE
+                      and occurs(g.literal, e.value)), None) or \
                 next((e for e in kept if e.value and occurs(g.literal, e.value)), None)
+            ruled = holder is not None and holder.rule != SWEPT_RULE
+            hit = found(fragment(g.literal), g.literal)
+            shares.fragment_queries += 1
+            shares.fragment_top5 += hit
+            shares.fragment_rule_queries += ruled
+            shares.fragment_rule_top5 += ruled and hit
             words = context_words(holder) if holder is not None else []
             if words:
+                hit = found(" ".join(words), g.literal)
                 shares.context_queries += 1
-                shares.context_top5 += found(" ".join(words), g.literal)
+                shares.context_top5 += hit
+                shares.context_rule_queries += ruled
+                shares.context_rule_top5 += ruled and hit
     finally:
         conn.close()
 
@@ -165,18 +214,28 @@ def format_shares(result: dict[str, Any]) -> str:
         return "-" if x is None else f"{x * 100:.1f}"
 
     lines = ["\nThe archive (ID-like gold): in the context (summary, block, kept tail), one "
-             "`recall` call away, lost; and recall quality, top-5 hits, for the gold one call "
-             "away queried by a fragment (base name, name part, an id's first 6 characters) "
-             "and by three words of its context line:",
-             "| source | frac | gold | in context | one call away | lost | fragment top-5 | "
-             "context words top-5 |", "|" + "---|" * 8]
+             "`recall` call away (of which: held only by a token the sweep archived, no rule's "
+             "literal: the token tier), lost; the same for the addressing gold; and recall "
+             "quality, top-5 hits, for the gold one call away queried by a fragment (base name, "
+             "name part, an id's first 6 characters) and by three words of its context line "
+             "(in brackets: the queries; then the same over the gold a rule's literal holds):",
+             "| source | frac | gold | in context | one call away | of which token tier | lost "
+             "| address gold | addr in context | addr one call away | addr lost "
+             "| fragment top-5 | context words top-5 | rules' gold: fragment | context words |",
+             "|" + "---|" * 15]
     last = {"all": "~"}  # the "all" rows after the others, as in the main table
     for row in sorted(rows, key=lambda r: (last.get(r["source"], r["source"]),
                                            last.get(r["frac"], r["frac"]))):
         s = row["shares"]
         lines.append(f"| {row['source']} | {row['frac']} | {s['gold']} | "
                      f"{pct(s['share_in_context'])} | {pct(s['share_one_call'])} | "
-                     f"{pct(s['share_lost'])} | {pct(s['fragment_top5_share'])} "
-                     f"({s['fragment_queries']}) | {pct(s['context_top5_share'])} "
-                     f"({s['context_queries']}) |")
+                     f"{pct(s.get('share_one_call_token'))} | {pct(s['share_lost'])} | "
+                     f"{s.get('addr_gold', 0)} | {pct(s.get('addr_share_in_context'))} | "
+                     f"{pct(s.get('addr_share_one_call'))} | {pct(s.get('addr_share_lost'))} | "
+                     f"{pct(s['fragment_top5_share'])} ({s['fragment_queries']}) | "
+                     f"{pct(s['context_top5_share'])} ({s['context_queries']}) | "
+                     f"{pct(s.get('fragment_rule_top5_share'))} "
+                     f"({s.get('fragment_rule_queries', 0)}) | "
+                     f"{pct(s.get('context_rule_top5_share'))} "
+                     f"({s.get('context_rule_queries', 0)}) |")
     return "\n".join(lines)

@@ -138,19 +138,23 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
     cut.contexts["ledger"] = (cut.contexts["ledger"][0], count_tokens(block))
     cut.contexts["ledger+tail"] = (cut.contexts["ledger+tail"][0],
                                    count_tokens(block) + (count_tokens(tail) if tail else 0))
-    cut.archive = _archive_shares(cut, turns, extracted, tail)
+    # the token tier sweeps the span, as the firewall's archive does (unless it is off)
+    limits = getattr(firewall, "archive_limits", None)
+    swept = range(start, k + 1) if limits is not None and limits.tokens else None
+    cut.archive = _archive_shares(cut, turns, extracted, tail, swept)
     return cut
 
 
 def _archive_shares(cut: Cut, turns: Sequence[Turn], extracted: list[Literal],
-                    tail: str) -> Any:
+                    tail: str, span: range | None = None) -> Any:
     """The archive's three shares at this cut (``archive_eval``): the context is the agent's
-    summary with the block after it where the agent compacted, else the block; and the tail."""
+    summary with the block after it where the agent compacted, else the block; and the tail.
+    ``span``: the turns the token tier sweeps (None: off)."""
     from .archive_eval import measure_cut
 
     composed = cut.contexts["agent+ledger"][0] if "agent+ledger" in cut.contexts else \
         cut.contexts["ledger"][0]
-    return measure_cut(turns, extracted, cut.gold, f"{composed}\n{tail}", cut.id)
+    return measure_cut(turns, extracted, cut.gold, f"{composed}\n{tail}", cut.id, span)
 
 
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
@@ -312,12 +316,15 @@ class EvalTask:
     budget: int | str | Budget
     keep_last: int
     salience: Any = None  # a Salience; None: the built-in one
+    archive_tokens: bool = True  # the archive's token tier (see audit.archive)
 
     def setup(self) -> Any:
+        from ..audit.archive import ArchiveLimits
         from ..compaction.guard import Firewall
 
         # the same extraction, ledger update and fit as compaction
-        return Firewall(self.packs, salience=self.salience)
+        return Firewall(self.packs, salience=self.salience,
+                        archive=ArchiveLimits(tokens=self.archive_tokens))
 
     def partial(self) -> Tallies:
         """Where consecutive results are added (on the worker: one per range)."""
@@ -342,7 +349,7 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
         progress: Callable[[str], None] | None = None,
         read: Callable[[str | Path], Iterable[Conversation]] | None = None,
         scored: Callable[[EvalTask], Iterable[tuple[str, Tallies]]] | None = None,
-        salience: Any = None) -> dict[str, Any]:
+        salience: Any = None, archive_tokens: bool = True) -> dict[str, Any]:
     """Evaluate every file; returns ``{"groups": {(source, frac): {context: summary}}, ...}``.
 
     ``ledgers``: a text stream receiving one JSON line per (conversation, k). ``read``: how a
@@ -355,7 +362,7 @@ def run(files: Sequence[str | Path], *, fractions: Sequence[float] = FRACTIONS,
     from ..compaction.salience import load_salience
 
     salience = salience or load_salience(None)
-    task = EvalTask(packs, tuple(fractions), budget, keep_last, salience)
+    task = EvalTask(packs, tuple(fractions), budget, keep_last, salience, archive_tokens)
     if scored is None:
         read = read or read_conversations
         firewall = task.setup()
@@ -504,7 +511,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 mapper.files(args.files, fail_fast=args.fail_fast, label="eval") as files:
             result = run(args.files, fractions=args.at, packs=packs, budget=args.budget,
                          keep_last=args.keep_last, ledgers=out,
-                         scored=lambda task: mapper.map(task, files), salience=salience)
+                         scored=lambda task: mapper.map(task, files), salience=salience,
+                         archive_tokens=args.archive_tokens)
             bad = files.report()
     finally:
         if out is not None:
@@ -553,8 +561,9 @@ Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless n
 
 def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall eval`` on the CLI's subparsers."""
-    from ..options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
-                          add_rules_option, add_salience_option, add_tokens_option)
+    from ..options import (add_archive_tokens_option, add_dask_option, add_fail_fast_option,
+                          add_keep_last_option, add_rules_option, add_salience_option,
+                          add_tokens_option)
 
     parser = subparsers.add_parser(
         "eval", help="load-bearing literal recall of the ledger on recorded conversations",
@@ -571,6 +580,7 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
                              f"compacted span without floor or cap, e.g. 5%%")
     add_keep_last_option(parser, " in the +lastN, lastN and user+lastN contexts, as compact")
     add_salience_option(parser)
+    add_archive_tokens_option(parser)
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
                         help="write one JSON line per (conversation, k) with the pinned literals "
                              "and the archived ones (archived: the non-sensitive values the "

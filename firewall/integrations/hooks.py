@@ -46,7 +46,8 @@ its HMAC key, the transcript offset read so far, the re-injection flag, whether 
 the last compaction's, the values its summary held), written atomically; the state dir is ``FIREWALL_STATE_DIR`` or the user state
 dir. The audit log is ``FIREWALL_AUDIT_DB`` or the default SQLite log; the salience model
 ranking what the block keeps is ``FIREWALL_SALIENCE`` (a file of ``firewall salience fit``) or
-the built-in one. A hook never breaks the
+the built-in one; ``FIREWALL_ARCHIVE_TOKENS=0`` archives only the rules' literals, not the
+span's other tokens (the archive's token tier). A hook never breaks the
 agent: on any error it writes one line to stderr and exits 0.
 """
 
@@ -257,7 +258,8 @@ def post_compact(event: dict[str, Any], fw: Any, agent: str = "claude-code",
                           evicted=evicted)
     log.write(record)
     if extracted:
-        archive_span(log, record, state.ledger, *extracted[0])
+        archive_span(log, record, state.ledger, *extracted[0],
+                     limits=getattr(fw, "archive_limits", None))
     verdict = record.attempts[0].verdict
     lost = [v if not v.startswith("hmac:") else "(sensitive)"
             for v in (verdict.missing_values + verdict.mutated_values if verdict else [])]
@@ -329,15 +331,16 @@ def _pin_compaction(state: SessionState, fw: Any, summary: str | None, *,
     pinned = fw.pin(ledger, chunk.turns[start:end], offset=start, beside=beside, budget=budget)
     state.ledger, state.held, state.pinned = ledger, sorted(pinned.held), True
     if extracted is not None:
-        extracted.append((pinned.literals, chunk.turns))
+        extracted.append((pinned.literals, chunk.turns, range(start, end)))
     return pinned.evicted
 
 
 def archive_span(log: Any, record: Any, ledger: Any, literals: list[Any],
-                 turns: list[Any]) -> Any:
+                 turns: list[Any], span: range | None = None, *, limits: Any = None) -> Any:
     """Write every literal the compacted span held into the log's archive, beside the
-    record (``firewall recall``, the MCP ``recall`` tool); a log without one (JSONL) is
-    skipped. Returns what the write did, or None."""
+    record (``firewall recall``, the MCP ``recall`` tool), and the tokens of ``span`` (indexes
+    of ``turns``) no rule extracted unless ``limits`` turns the token tier off; a log without
+    one (JSONL) is skipped. Returns what the write did, or None."""
     from ..audit.archive import ArchiveLimits, archive_entries
     from ..compaction.ledger import LITERAL_MAX_CHARS
     from ..compaction.records import audit_key
@@ -353,10 +356,13 @@ def archive_span(log: Any, record: Any, ledger: Any, literals: list[Any],
         turn = turns[lit.turn]
         return turn.text if lit.field == "text" or lit.value in turn.text else call_text(turn)
 
+    limits = limits or ArchiveLimits()
     entries = archive_entries((lit for lit in literals if len(lit.value) <= LITERAL_MAX_CHARS),
                               text_of, key=audit_key(log),
-                              secrets=[e.value for e in ledger.entries if e.sensitive])
-    return writer(record.conversation_id, record.compaction, entries, ArchiveLimits())
+                              secrets=[e.value for e in ledger.entries if e.sensitive],
+                              span=[(i, turns[i]) for i in span]
+                              if span is not None and limits.tokens else None)
+    return writer(record.conversation_id, record.compaction, entries, limits)
 
 
 def _fit(state: SessionState) -> list[Any]:
@@ -471,9 +477,11 @@ def run_hook(name: str, *, agent: str = "claude-code", rules: list[str] | None =
         fw = None
         if name in ("pre-compact", "post-compact") or _unpinned(name, event):
             from ..compaction.guard import Firewall
+            from ..audit.archive import archive_from_env
             from ..compaction.salience import salience_from_env
 
-            fw = Firewall(rules or None, salience=salience_from_env())  # $FIREWALL_SALIENCE
+            # $FIREWALL_SALIENCE, $FIREWALL_ARCHIVE_TOKENS
+            fw = Firewall(rules or None, salience=salience_from_env(), archive=archive_from_env())
         if recall_hint and name in REINJECTING:
             output = HANDLERS[name](event, fw, agent, recall_hint=True)
         else:

@@ -136,7 +136,9 @@ class SpanLiterals:
         try:
             entries = archive_entries(
                 (lit for lit in literals if len(lit.value) <= LITERAL_MAX_CHARS), text_of,
-                key=audit_key(fw.audit), secrets=[e.value for e in ledger.entries if e.sensitive])
+                key=audit_key(fw.audit), secrets=[e.value for e in ledger.entries if e.sensitive],
+                span=sorted(turns.items(), key=lambda item: item[0])
+                if getattr(limits, "tokens", False) else None)
             writer(record.conversation_id, record.compaction, entries, limits)
         except AuditError as exc:
             return str(exc)
