@@ -1,4 +1,4 @@
-"""The salience model: shipped as data, the same order as the hand-set weighting, validated
+"""The salience model: shipped as data, ranking what the agent used above a listing, validated
 on load, fitted on recorded conversations, chosen on the command line and in the hooks."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from firewall.compaction.guard import Firewall
 from firewall.compaction.plan import is_own_message
 from firewall.integrations.hooks import run_hook
 from firewall.compaction.ledger import Ledger, LedgerEntry
-from firewall.compaction.span_uses import contextual_salience, uses
 from firewall.compaction.salience import (DEFAULT_PATH, ENV, FEATURES, Salience, SalienceError, Term,
                                default_salience, load_salience, salience_from_env, span_context)
 
@@ -72,16 +71,22 @@ def pinned(fw: Firewall, messages: list[dict]) -> tuple[Ledger, list]:
 
 # ── the shipped default ─────────────────────────────────────────────────────────────────────
 
-def test_the_shipped_model_is_the_hand_set_weighting_key_for_key():
+def test_the_shipped_model_ranks_what_the_agent_used_above_the_listing_it_came_from():
+    """The file the agent opened and the ticket the user typed rank above the eleven files of
+    the same listing it did not open; the shipped model is read from the package."""
     fw = Firewall()
     hand = default_salience()
-    assert hand.name == "hand-set" and hand.source == str(DEFAULT_PATH)
+    assert hand.source == str(DEFAULT_PATH) and "built-in" in hand.describe()
     for i in range(4):
         ledger, turns = pinned(fw, session(i))
-        assert len(ledger) > 5
-        old = contextual_salience(uses(ledger.entries, turns))
-        new = hand.key(ledger.entries, turns)
-        assert [old(e) for e in ledger.entries] == [new(e) for e in ledger.entries]
+        key = hand.key(ledger.entries, turns)
+        by_value = {e.value: e for e in ledger.entries}
+        target = f"src/pkg{i}/mod_{i % 12}.py"
+        siblings = [v for v in by_value if v.startswith(f"src/pkg{i}/mod_") and v != target]
+        assert len(siblings) == 11
+        unopened = max(key(by_value[v]) for v in siblings)
+        assert key(by_value[target]) > unopened
+        assert key(by_value[f"BUG-{4100 + i}"]) > unopened
 
 
 def test_a_firewall_ranks_with_its_salience_and_defaults_to_the_shipped_one(tmp_path):
