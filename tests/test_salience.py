@@ -165,6 +165,45 @@ def test_features_tell_an_address_from_text_the_agent_wrote():
     assert FEATURES["age"][0](sibling, context) > 0
 
 
+def test_features_tell_what_the_agent_did_with_a_value_since_it_was_shown():
+    """Typed by the user and left alone; one of a listing the agent opened other entries of;
+    used only inside a file body the agent wrote, never to name something."""
+    fw = Firewall()
+    ledger, turns = pinned(fw, session(1))
+    context = span_context(ledger.entries, turns)
+    by_value = {e.value: e for e in ledger.entries}
+
+    def feature(name: str, value: str) -> float:
+        return FEATURES[name][0](by_value[value], context)
+
+    assert feature("typed_only", "BUG-4101")  # the user's ticket, not used yet
+    assert not feature("typed_only", "pkg1")  # the user's, and the agent ran `ls src/pkg1`
+    assert feature("listing_worked", "src/pkg1/mod_7.py")  # its sibling mod_1.py was opened
+    assert not feature("listing_worked", "src/pkg1/mod_1.py")  # opened itself
+    assert feature("log_siblings_used", "src/pkg1/mod_7.py") > 0
+    written = parse_messages([
+        {"role": "user", "content": "Raise ERR-4410 from src/app/main.py when the key is bad."},
+        call("Write", "w1", file_path="src/app/main.py", content="raise Bad('ERR-4410')\n"),
+    ]).turns
+    entries = Ledger.new("w")
+    fw._extract(entries, written, offset=0, seen=None)
+    context = span_context(entries.entries, written)
+    by_value = {e.value: e for e in entries.entries}
+    assert {"ERR-4410", "src/app/main.py"} <= set(by_value)
+    # the user typed ERR-4410, so it is not written-only; a tool's value re-typed in a body is
+    assert not FEATURES["written_only"][0](by_value["src/app/main.py"], context)
+    shown = parse_messages([
+        {"role": "tool", "tool_call_id": "r", "name": "Read", "content": "code ERR-4410 at src/x.py"},
+        call("Write", "w1", file_path="src/app/main.py", content="raise Bad('ERR-4410')\n"),
+    ]).turns
+    entries = Ledger.new("w")
+    fw._extract(entries, shown, offset=0, seen=None)
+    context = span_context(entries.entries, shown)
+    by_value = {e.value: e for e in entries.entries}
+    assert FEATURES["written_only"][0](by_value["ERR-4410"], context)
+    assert not FEATURES["written_only"][0](by_value["src/x.py"], context)  # never used at all
+
+
 def test_a_logistic_score_is_a_probability_that_follows_its_weights():
     entry = LedgerEntry(value="BUG-4101", rule="p/x", kind="x", role="user", first_seen=1,
                         last_seen=1)
