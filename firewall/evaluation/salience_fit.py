@@ -31,7 +31,8 @@ FIT_FEATURES = ("tier", "id_shaped", "log_priority", "log_count", "recency", "ag
                 "log_turns_since", "spread", "role_user", "role_assistant", "role_system",
                 "used_by_user", "used_in_call", "used_by_assistant", "in_address", "in_written",
                 "specific", "log_listed", "has_slash", "has_digit", "has_at", "all_digits",
-                "log_length")
+                "log_length", "written_only", "typed_only", "listing_worked",
+                "log_siblings_used")
 L2 = 1.0  # ridge on standardized features, per 1,000 rows of weight
 BUCKETS = ("id_like", "strict", "addresses")  # Gold properties a Score counts
 ID_WEIGHT = 3.0  # a positive carrying ID-like gold counts this many times (see ``fit``)
@@ -250,18 +251,26 @@ SEARCH_GRID: dict[str, tuple[str, tuple[float, ...]]] = {
     "in_written": ("base", (0.5, 1.0, 2.0)),
     "has_slash": ("base", (0.5, 1.0, 2.0)),
     "role_user": ("base", (1.0, 2.0, 4.0)),
+    "written_only": ("base", (0.25, 0.5, 1.0)),
+    "typed_only": ("base", (0.25, 0.5, 1.0)),
+    "listing_worked": ("base", (1.0, 2.0, 4.0)),
+    "all_digits": ("base", (0.25, 0.5, 1.0)),
 }
 
 
 def objective(model: Salience, samples: Sequence[Sample]) -> float:
-    """What ``search`` maximizes: the mean of the ID-like and strict recall of the budgeted
-    block, pooled over the samples (each source weighing the same)."""
+    """What ``search`` maximizes: the mean of the ID-like, strict and addressing recall of the
+    budgeted block, pooled over the samples (each source weighing the same; a source without
+    addressing gold counts its other two)."""
     by_source: dict[str, Score] = {}
     for s in samples:
         by_source.setdefault(s.source, Score()).add(judge(model, s))
-    values = [(sc.recall("id_like") or 0) + (sc.recall("strict") or 0)
-              for sc in by_source.values() if sc.n["strict"]]
-    return sum(values) / (2 * len(values)) if values else 0.0
+    values = []
+    for sc in by_source.values():
+        rates = [r for b in BUCKETS if (r := sc.recall(b)) is not None]
+        if sc.n["strict"]:
+            values.append(sum(rates) / len(rates))
+    return sum(values) / len(values) if values else 0.0
 
 
 def search(samples: Sequence[Sample], start: Salience | None = None, *, rounds: int = 2,
