@@ -253,7 +253,7 @@ def test_cli_fits_shows_and_evaluates_with_a_salience_file(capsys, logs, tmp_pat
     code, out, _ = run(capsys, "salience", "fit", str(logs), "--out", str(out_path),
                        "--features", "in_address,log_listed,role_user", "--compare")
     assert code == 0 and f"wrote {out_path}" in out and "weighs most" in out
-    assert "on these logs, hand-set (built-in)" in out
+    assert "on these logs, hand-set (built-in)" in out and "addressing" in out
     model = Salience.load(out_path)
     assert model.link == "logistic" and [t.feature for t in model.terms] == \
         ["in_address", "log_listed", "role_user"]

@@ -30,8 +30,8 @@ pinned at a cut is positive when a later tool call uses its value (DESIGN.md's g
 ``--salience FILE`` (``$FIREWALL_SALIENCE`` for the hooks) uses such a file instead.
 
 Features are plain Python over the entry and its span (``SpanContext``); the one that needs an
-extra pass over the span's calls (``in_address`` / ``in_written``: in which argument the agent
-used the value) is computed only when a model names it.
+extra pass over the span's calls (``in_address`` / ``in_written`` / ``written_only``: in which
+argument the agent used the value) is computed only when a model names it.
 """
 
 from __future__ import annotations
