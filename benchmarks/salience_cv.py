@@ -1,15 +1,16 @@
 """Does a fitted salience beat the hand-set one on conversations it was not fitted on?
 
-Per domain (retail: the three tau-bench files; coding: the mini-swe-agent dev set; claude_code:
-the CC0 Claude Code sessions), the ID-like and strict gold recall of the budgeted ledger block
-and its cost, exactly as ``firewall eval``'s ledger columns measure them (same cuts, same gold,
+Per domain (retail: the three tau-bench files; coding: the mini-swe-agent dev set;
+coding_heldout and coding2_heldout: the repository's ``benchmarks/heldout/`` coding files;
+claude_code: the CC0 Claude Code sessions), the ID-like, strict and addressing gold recall of
+the budgeted ledger block and its cost, exactly as ``firewall eval``'s ledger columns measure them (same cuts, same gold,
 same default budget), for:
 
 - ``hand-set``: the shipped default (``firewall/compaction/salience.json``);
 - each fitted candidate (``CANDIDATES``), judged two ways:
   - ``by conversation``: K-fold over conversations (each domain's conversations dealt to the
     folds in turn); fitted on the other folds of every domain, judged on the held-out fold;
-  - ``by source``: fitted on the other two domains only, judged on this one (leave one domain
+  - ``by source``: fitted on the other domains only, judged on this one (leave one domain
     out: the closest thing here to sessions of another author).
 
     .venv/bin/python benchmarks/salience_cv.py [--data ../shared/data] [--folds 4]
@@ -37,10 +38,14 @@ from firewall.evaluation.salience_fit import (FIT_FEATURES, Score, collect_files
                                    judge, percent, search)
 
 DATA = ROOT.parent / "shared" / "data"
+HELDOUT = ROOT / "benchmarks" / "heldout"
+# patterns under --data, or (``heldout/...``) under benchmarks/heldout of the repository
 DOMAINS = {
     "retail": ["tau2_retail_gpt41.jsonl", "tau2_retail_toolorchestra.jsonl",
                "taubench_retail_grok3_pr68.jsonl"],
     "coding": ["coding_minisweagent_deepseek_dev.jsonl"],
+    "coding_heldout": ["heldout/coding_heldout.jsonl"],
+    "coding2_heldout": ["heldout/coding2_heldout.jsonl"],
     "claude_code": ["claude_code_cc0/*.jsonl"],
 }
 # the fitted candidates: a logistic model of the hand-set model's own signals, one of every
@@ -55,7 +60,10 @@ CANDIDATES: dict[str, object] = {
 def files_of(domain: str, data: Path) -> list[Path]:
     out: list[Path] = []
     for pattern in DOMAINS[domain]:
-        out += sorted(data.glob(pattern))
+        if pattern.startswith("heldout/"):
+            out += sorted(HELDOUT.glob(pattern.removeprefix("heldout/")))
+        else:
+            out += sorted(data.glob(pattern))
     return out
 
 
@@ -94,7 +102,8 @@ def score(model, items) -> Score:
 
 
 def cell(s: Score) -> list[str]:
-    return [percent(s.recall("id_like")), percent(s.recall("strict")), percent(s.cost)]
+    return [percent(s.recall("id_like")), percent(s.recall("strict")),
+            percent(s.recall("addresses")), percent(s.cost)]
 
 
 def main() -> int:
@@ -141,10 +150,10 @@ def main() -> int:
         rows.append(row)
         print("  | " + " | ".join(row) + " |", file=sys.stderr, flush=True)
 
-    head = ["domain", "cuts", "ID-like gold", "hand-set ID", "strict", "cost"]
+    head = ["domain", "cuts", "ID-like gold", "hand-set ID", "strict", "addr", "cost"]
     for name in CANDIDATES:
-        head += [f"{name} by conv ID", "strict", "cost", f"{name} by source ID", "strict",
-                 "cost"]
+        head += [f"{name} by conv ID", "strict", "addr", "cost", f"{name} by source ID",
+                 "strict", "addr", "cost"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:

@@ -11,7 +11,7 @@ from firewall.extraction.extract import Extractor
 from firewall.formats import parse_messages
 from firewall.compaction.guard import Firewall
 from firewall.compaction.ledger import Ledger, LedgerEntry
-from firewall.compaction.span_uses import contextual_salience, uses
+from firewall.compaction.salience import default_salience
 from firewall.extraction.packs import Pack, load_packs, parse_pack
 from firewall.turns import ToolCall, Turn
 
@@ -191,7 +191,7 @@ def test_salience_keeps_cheap_used_values_before_long_listing_entries():
                             {"role": "assistant", "content": "",
                              "tool_calls": [{"name": "bash", "id": "1",
                                              "arguments": {"command": "grep rho23_s ."}}]}]).turns
-    key = contextual_salience(uses(ledger.entries, turns))
+    key = default_salience().key(ledger.entries, turns)
     ranked = sorted(ledger.entries, key=key, reverse=True)
     assert ranked[0].value == "rho23_s"
 
@@ -203,7 +203,7 @@ def test_salience_ranks_a_value_the_span_kept_showing_above_one_it_showed_once()
 
     once, often = entry("parse_v1", 1), entry("parse_v2", 9)
     turns = parse_messages([{"role": "user", "content": "go"}]).turns
-    key = contextual_salience(uses([once, often], turns))
+    key = default_salience().key([once, often], turns)
     assert key(often) > key(once)
 
 
@@ -273,7 +273,7 @@ def test_a_listing_entry_in_the_folder_the_agent_works_in_ranks_above_its_far_si
     ledger = Ledger.new("c")
     ledger.update(lit for lit in Extractor(load_packs()).scan(turns).literals
                   if lit.role == "tool")
-    key = contextual_salience(uses(ledger.entries, turns))
+    key = default_salience().key(ledger.entries, turns)
     by_value = {e.value: e for e in ledger.entries}
     assert set(billing + docs) <= set(by_value)
     # same shape and cost: the folder decides
@@ -294,6 +294,6 @@ def test_a_listing_of_the_folder_the_agent_named_ranks_its_entries_with_the_few(
     ]).turns
     ledger = Ledger.new("c")
     ledger.update(Extractor(load_packs()).scan(turns).literals)  # src/billing/ among them
-    key = contextual_salience(uses(ledger.entries, turns))
+    key = default_salience().key(ledger.entries, turns)
     by_value = {e.value: e for e in ledger.entries}
     assert min(key(by_value[v]) for v in billing) > max(key(by_value[v]) for v in docs)

@@ -536,7 +536,8 @@ def test_new_ledger_block_is_compact_and_decimal():
 def test_span_salience_prefers_used_and_specific_values_over_listings():
     from types import SimpleNamespace
 
-    from firewall.compaction.span_uses import contextual_salience, uses
+    from firewall.compaction.salience import default_salience
+    from firewall.compaction.span_uses import uses
 
     led = make([lit(f"{1000000 + i}", 2, "tool", tool="catalog", rule="core/number-id")
                 for i in range(10)]
@@ -544,7 +545,7 @@ def test_span_salience_prefers_used_and_specific_values_over_listings():
     turns = [SimpleNamespace(role="user", text="exchange it for 1000007", tool_calls=[])]
     used = uses(led.entries, turns)
     assert used.listed["1000001"] == 10 and used.listed["#W1234567"] == 1
-    ranked = sorted(led.entries, key=contextual_salience(used), reverse=True)
+    ranked = sorted(led.entries, key=default_salience().key(led.entries, turns), reverse=True)
     assert {e.value for e in ranked[:2]} == {"1000007", "#W1234567"}
 
 
@@ -552,7 +553,8 @@ def test_span_salience_prefers_used_and_specific_values_over_listings():
 def test_a_listing_starts_above_listed_max_values_of_one_kind_in_one_message(shown, listing):
     """Three ids of one kind in one result are a choice; a fourth makes them a listing, whose
     values weigh half as much (same id, same cost, same everything else)."""
-    from firewall.compaction.span_uses import LISTED_MAX, contextual_salience, uses
+    from firewall.compaction.salience import default_salience
+    from firewall.compaction.span_uses import LISTED_MAX, uses
 
     assert LISTED_MAX == 3
     led = make([lit(f"{1000000 + i}", 2, "tool", tool="catalog", rule="core/number-id")
@@ -560,7 +562,7 @@ def test_a_listing_starts_above_listed_max_values_of_one_kind_in_one_message(sho
                + [lit("2000000", 5, "tool", tool="catalog", rule="core/number-id")])
     used = uses(led.entries, [])
     assert used.listed["1000000"] == shown and used.listed["2000000"] == 1
-    key = contextual_salience(used)
+    key = default_salience().key(led.entries, [])
     by_value = {e.value: e for e in led.entries}
     lone, member = by_value["2000000"], by_value["1000000"]
     member.last_seen = lone.last_seen  # only the listing differs

@@ -1,4 +1,4 @@
-"""The salience model: shipped as data, the same order as the hand-set weighting, validated
+"""The salience model: shipped as data, ranking what the agent used above a listing, validated
 on load, fitted on recorded conversations, chosen on the command line and in the hooks."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from firewall.compaction.guard import Firewall
 from firewall.compaction.plan import is_own_message
 from firewall.integrations.hooks import run_hook
 from firewall.compaction.ledger import Ledger, LedgerEntry
-from firewall.compaction.span_uses import contextual_salience, uses
 from firewall.compaction.salience import (DEFAULT_PATH, ENV, FEATURES, Salience, SalienceError, Term,
                                default_salience, load_salience, salience_from_env, span_context)
 
@@ -72,16 +71,22 @@ def pinned(fw: Firewall, messages: list[dict]) -> tuple[Ledger, list]:
 
 # ── the shipped default ─────────────────────────────────────────────────────────────────────
 
-def test_the_shipped_model_is_the_hand_set_weighting_key_for_key():
+def test_the_shipped_model_ranks_what_the_agent_used_above_the_listing_it_came_from():
+    """The file the agent opened and the ticket the user typed rank above the eleven files of
+    the same listing it did not open; the shipped model is read from the package."""
     fw = Firewall()
     hand = default_salience()
-    assert hand.name == "hand-set" and hand.source == str(DEFAULT_PATH)
+    assert hand.source == str(DEFAULT_PATH) and "built-in" in hand.describe()
     for i in range(4):
         ledger, turns = pinned(fw, session(i))
-        assert len(ledger) > 5
-        old = contextual_salience(uses(ledger.entries, turns))
-        new = hand.key(ledger.entries, turns)
-        assert [old(e) for e in ledger.entries] == [new(e) for e in ledger.entries]
+        key = hand.key(ledger.entries, turns)
+        by_value = {e.value: e for e in ledger.entries}
+        target = f"src/pkg{i}/mod_{i % 12}.py"
+        siblings = [v for v in by_value if v.startswith(f"src/pkg{i}/mod_") and v != target]
+        assert len(siblings) == 11
+        unopened = max(key(by_value[v]) for v in siblings)
+        assert key(by_value[target]) > unopened
+        assert key(by_value[f"BUG-{4100 + i}"]) > unopened
 
 
 def test_a_firewall_ranks_with_its_salience_and_defaults_to_the_shipped_one(tmp_path):
@@ -160,6 +165,45 @@ def test_features_tell_an_address_from_text_the_agent_wrote():
     assert FEATURES["age"][0](sibling, context) > 0
 
 
+def test_features_tell_what_the_agent_did_with_a_value_since_it_was_shown():
+    """Typed by the user and left alone; one of a listing the agent opened other entries of;
+    used only inside a file body the agent wrote, never to name something."""
+    fw = Firewall()
+    ledger, turns = pinned(fw, session(1))
+    context = span_context(ledger.entries, turns)
+    by_value = {e.value: e for e in ledger.entries}
+
+    def feature(name: str, value: str) -> float:
+        return FEATURES[name][0](by_value[value], context)
+
+    assert feature("typed_only", "BUG-4101")  # the user's ticket, not used yet
+    assert not feature("typed_only", "pkg1")  # the user's, and the agent ran `ls src/pkg1`
+    assert feature("listing_worked", "src/pkg1/mod_7.py")  # its sibling mod_1.py was opened
+    assert not feature("listing_worked", "src/pkg1/mod_1.py")  # opened itself
+    assert feature("log_siblings_used", "src/pkg1/mod_7.py") > 0
+    written = parse_messages([
+        {"role": "user", "content": "Raise ERR-4410 from src/app/main.py when the key is bad."},
+        call("Write", "w1", file_path="src/app/main.py", content="raise Bad('ERR-4410')\n"),
+    ]).turns
+    entries = Ledger.new("w")
+    fw._extract(entries, written, offset=0, seen=None)
+    context = span_context(entries.entries, written)
+    by_value = {e.value: e for e in entries.entries}
+    assert {"ERR-4410", "src/app/main.py"} <= set(by_value)
+    # the user typed ERR-4410, so it is not written-only; a tool's value re-typed in a body is
+    assert not FEATURES["written_only"][0](by_value["src/app/main.py"], context)
+    shown = parse_messages([
+        {"role": "tool", "tool_call_id": "r", "name": "Read", "content": "code ERR-4410 at src/x.py"},
+        call("Write", "w1", file_path="src/app/main.py", content="raise Bad('ERR-4410')\n"),
+    ]).turns
+    entries = Ledger.new("w")
+    fw._extract(entries, shown, offset=0, seen=None)
+    context = span_context(entries.entries, shown)
+    by_value = {e.value: e for e in entries.entries}
+    assert FEATURES["written_only"][0](by_value["ERR-4410"], context)
+    assert not FEATURES["written_only"][0](by_value["src/x.py"], context)  # never used at all
+
+
 def test_a_logistic_score_is_a_probability_that_follows_its_weights():
     entry = LedgerEntry(value="BUG-4101", rule="p/x", kind="x", role="user", first_seen=1,
                         last_seen=1)
@@ -209,7 +253,7 @@ def test_cli_fits_shows_and_evaluates_with_a_salience_file(capsys, logs, tmp_pat
     code, out, _ = run(capsys, "salience", "fit", str(logs), "--out", str(out_path),
                        "--features", "in_address,log_listed,role_user", "--compare")
     assert code == 0 and f"wrote {out_path}" in out and "weighs most" in out
-    assert "on these logs, hand-set (built-in)" in out
+    assert "on these logs, hand-set (built-in)" in out and "addressing" in out
     model = Salience.load(out_path)
     assert model.link == "logistic" and [t.feature for t in model.terms] == \
         ["in_address", "log_listed", "role_user"]
