@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from firewall.audit import archive_sqlite  # noqa: E402
-from firewall.audit.archive import ArchiveEntry, ArchiveLimits, Query, value_parts  # noqa: E402
+from firewall.audit.archive import (SWEPT_RULE, ArchiveEntry, ArchiveLimits, Query,  # noqa: E402
+                                    value_parts)
 from firewall.audit import SQLiteAuditLog, literal_hash  # noqa: E402
 
 WORDS = ("cache user order invoice refund payment session token worker queue retry model view "
@@ -167,6 +168,9 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
     print(f"  log size {size / 2 ** 20:.0f} MiB: {size / literals:.0f} bytes per literal")
 
 
+MODES = {"off": False, "rules": ArchiveLimits(tokens=False), "rules+tokens": ArchiveLimits()}
+
+
 def write_bench(data: Path, repeat: int) -> None:
     from firewall.formats import read_conversations
     from firewall.compaction.guard import Firewall
@@ -179,16 +183,19 @@ def write_bench(data: Path, repeat: int) -> None:
     for path in sorted(sessions.glob("*.jsonl")):
         # a bad line is skipped, as `firewall eval` does (the CC0 files hold a few)
         conversations += read_conversations(path, on_error=lambda error: None)
-    timings: dict[bool, list[float]] = {True: [], False: []}
-    inside: list[float] = []  # per run with the archive: the seconds spent writing it
+    names = list(MODES)
+    timings: dict[str, list[float]] = {name: [] for name in names}
+    inside: dict[str, list[float]] = {name: [] for name in names[1:]}  # archive's own share
+    sizes: dict[str, tuple[int, int, int, int]] = {}  # rows, swept rows, bytes stored, file
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeat):
-            for archive in ((True, False) if r % 2 else (False, True)):  # interleaved
-                log = SQLiteAuditLog(Path(tmp) / f"audit-{archive}-{r}.db", key=KEY)
-                fw = Firewall(audit=log, archive=archive)
+            for name in names[r % 3:] + names[:r % 3]:  # interleaved, each order in turn
+                path = Path(tmp) / f"audit-{name}-{r}.db"
+                log = SQLiteAuditLog(path, key=KEY)
+                fw = Firewall(audit=log, archive=MODES[name])
                 fw.observe(conversations[0])  # import and warm-up outside the clock
                 spent = [0.0]
-                if archive:  # time the archive's own part of each compaction, in the same run
+                if MODES[name]:  # time the archive's own part of each compaction, same run
                     write = fw._archive
 
                     def timed(*a, write=write, spent=spent):
@@ -205,17 +212,36 @@ def write_bench(data: Path, repeat: int) -> None:
                     result = fw.compact(conversation, lambda request: "Summary: work so far.",
                                         keep_last=max(keep, 1))
                     assert result.audit_error is None, result.audit_error
-                timings[archive].append(time.perf_counter() - started)
-                if archive:
-                    inside.append(spent[0] / (timings[True][-1] - spent[0]))
+                timings[name].append(time.perf_counter() - started)
+                if MODES[name]:
+                    inside[name].append(spent[0] / (timings[name][-1] - spent[0]))
                 log.close()
-    on, off = statistics.median(timings[True]), statistics.median(timings[False])
+                if MODES[name] and r == 0:
+                    with sqlite3.connect(path) as conn:
+                        rows, swept, stored = conn.execute(
+                            "SELECT count(*), coalesce(sum(rule = ?), 0), coalesce(sum("
+                            "length(CAST(coalesce(value, '') AS BLOB)) + length(CAST("
+                            "coalesce(context, '') AS BLOB)) + length(CAST(coalesce(parts, '') "
+                            "AS BLOB)) + length(value_hash)), 0) FROM archive",
+                            (SWEPT_RULE,)).fetchone()
+                        conn.execute("VACUUM")
+                    sizes[name] = (rows, swept, stored, path.stat().st_size)
+                    path.unlink()
+    median = {name: statistics.median(t) for name, t in timings.items()}
     print(f"write overhead: {len(conversations)} CC0 sessions compacted at 75 %, {repeat} "
-          f"interleaved runs: archive off {off * 1000:.0f} ms, on {on * 1000:.0f} ms "
-          f"(medians): {(on / off - 1) * 100:+.1f} %; within the runs with it, writing the "
-          f"archive (entries and SQLite) took {statistics.median(inside) * 100:.1f} % of the "
-          f"rest of the compaction time (median over runs; min {min(inside) * 100:.1f} %, max "
-          f"{max(inside) * 100:.1f} %)")
+          f"interleaved runs (medians):")
+    for name in names:
+        line = f"  archive {name:13} {median[name] * 1000:6.0f} ms"
+        if MODES[name]:
+            line += (f"  {(median[name] / median['off'] - 1) * 100:+5.1f} % vs off; writing "
+                     f"the archive took {statistics.median(inside[name]) * 100:.1f} % of the "
+                     f"rest of the compaction time (min {min(inside[name]) * 100:.1f} %, max "
+                     f"{max(inside[name]) * 100:.1f} %)")
+        print(line)
+    for name, (rows, swept, stored, size) in sizes.items():
+        print(f"  archive {name:13} {rows:,} literals ({swept:,} swept tokens): "
+              f"{stored / max(rows, 1):.0f} bytes of value+context+parts+hash per literal, "
+              f"{size / max(rows, 1):.0f} bytes of the log file (records, FTS) per literal")
 
 
 def main() -> int:
