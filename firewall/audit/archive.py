@@ -63,8 +63,10 @@ SWEPT_RULE = "archive/token"  # the rule of a token the sweep archived (no pack'
 SWEPT_KIND = "token"
 TOKEN_MAX_CHARS = 1024  # a longer run (a base64 blob, a minified line) is no token anyone types
 # the gold's split (DESIGN.md): whitespace, quotes and brackets; a token is a run of 4+ others
-_TOKEN = re.compile(r"""[^\s"'`()\[\]{}<>]{4,}""")
-_ID_LIKE = re.compile(r"[\d/@]")
+# at the start of a run only (the lookbehind), its non-ID characters taken without backtracking
+# (possessive), so a long run without a digit costs one pass, not one per start
+_TOKEN = re.compile(r"""(?<![^\s"'`()\[\]{}<>])[^\s"'`()\[\]{}<>\d/@]*+[\d/@]"""
+                    r"""[^\s"'`()\[\]{}<>]*""")
 _SPLIT_CHAR = re.compile(r"""[\s"'`()\[\]{}<>]""")
 
 
@@ -250,8 +252,7 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
             regions = [m.span() for m in spanning.finditer(text)] if spanning else []
             for m in _TOKEN.finditer(text):
                 token = m.group()
-                if len(token) > TOKEN_MAX_CHARS or not _ID_LIKE.search(token) or \
-                        token in extracted:
+                if not 4 <= len(token) <= TOKEN_MAX_CHARS or token in extracted:
                     continue
                 known = seen.get(token)
                 hidden = any(s < m.end() and m.start() < e for s, e in regions)
@@ -306,8 +307,18 @@ def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
     from ..json_values import spelling_pattern
 
     plain = re.compile("|".join(map(re.escape, long)))
+    masked: dict[str, str] = {}  # a short line holding many tokens is masked once
 
     def mask(text: str) -> str:
+        if len(text) <= 4 * CONTEXT_CHARS:
+            if text not in masked:
+                if len(masked) >= 4096:
+                    masked.clear()
+                masked[text] = spell(text)
+            return masked[text]
+        return spell(text)
+
+    def spell(text: str) -> str:
         if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
             spelled = {m.group() for m in plain.finditer(_unescaped(text))}
             for secret in sorted(spelled, key=len, reverse=True):
