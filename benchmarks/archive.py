@@ -1,7 +1,7 @@
 """The archive (issue 27): recall latency over a million literals, and what writing it costs.
 
     python benchmarks/archive.py [--literals 1000000] [--queries 2000] [--data ../shared/data]
-                                 [--repeat 9]
+                                 [--repeat 9] [--swept 0.42]
 
 1. **Recall**: a SQLite audit log whose archive holds ``--literals`` literals (paths, ids,
    snake_case and camelCase names, error codes, with their context lines: synthetic, shaped
@@ -9,11 +9,14 @@
    ``--queries`` recalls: exact values, base names, an id's first 6 characters, one name part,
    three context words, and words found nowhere. Reported: p50/p99 in ms, beside a plain
    ``SELECT`` by exact value on the indexed column, measured in the same run (the ratio), and
-   the archive's bytes per literal.
+   the archive's bytes per literal. ``--swept SHARE`` makes that share of them swept tokens
+   (the token tier: each tier asks for the rules' literals first, then for swept tokens).
 2. **Write overhead**: ``Firewall.compact`` of the real Claude Code sessions of the dev data
    (``claude_code_cc0``: each session's first 75 % compacted, a scripted summarizer answering
-   at once), into a SQLite log, with the archive on and off, interleaved ``--repeat`` times;
-   medians and their ratio. Skipped, and said, when the dev data is absent.
+   at once), into a SQLite log, with the archive off, on with the rules' literals only, and on
+   with the token tier too, interleaved ``--repeat`` times; medians and their ratios, the
+   archive's own share timed inside the runs, and its size per literal. Skipped, and said,
+   when the dev data is absent.
 """
 
 from __future__ import annotations
@@ -62,8 +65,11 @@ def synthetic(rng: random.Random, n: int) -> tuple[str, str, str]:
     return value, kind, context
 
 
-def build(path: Path, literals: int, rng: random.Random) -> list[tuple[str, str]]:
-    """An archive of ``literals`` literals; returns a sample of (value, context)."""
+def build(path: Path, literals: int, rng: random.Random,
+          swept: float = 0.0) -> list[tuple[str, str]]:
+    """An archive of ``literals`` literals, a ``swept`` share of them swept tokens (the token
+    tier's rule, ranked and evicted after the rules' literals); returns a sample of (value,
+    context)."""
     log = SQLiteAuditLog(path, key=KEY)
     per_compaction = 200
     conversations = 200
@@ -80,8 +86,9 @@ def build(path: Path, literals: int, rng: random.Random) -> list[tuple[str, str]
                 entries = []
                 for _ in range(min(per_compaction, literals - n)):
                     value, kind, context = synthetic(rng, n)
+                    rule = SWEPT_RULE if rng.random() < swept else "bench/rule"
                     entries.append(ArchiveEntry(value, literal_hash(value, KEY), kind,
-                                                "bench/rule", "tool", n % 997, n % 997, 1,
+                                                rule, "tool", n % 997, n % 997, 1,
                                                 context, False, value_parts(value)))
                     if rng.random() < 0.002:
                         sample.append((value, context))
@@ -128,7 +135,8 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None) -> None:
+def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None,
+                 swept: float = 0.0) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(keep) if keep else Path(tmp) / "audit.db"
         if keep and path.exists():  # a kept archive: its sample is read back
@@ -136,7 +144,7 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
                 sample = conn.execute("SELECT value, context FROM archive WHERE id % 500 = 0"
                                       ).fetchall()
         else:
-            sample = build(path, literals, rng)
+            sample = build(path, literals, rng, swept)
         asked = queries(sample, count, rng)
         exact = [rng.choice(sample)[0] for _ in range(count)]
         log = SQLiteAuditLog(path, key=KEY)
@@ -155,7 +163,7 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
         conn.close()
         log.close()
         size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
-    print(f"recall over {literals:,} literals, {count:,} queries (exact, base name, 6-char "
+    print(f"recall over {literals:,} literals ({swept:.0%} swept tokens), {count:,} queries (exact, base name, 6-char "
           f"prefix, name part, 3 context words, absent; {found:,} answered):")
     print(f"  recall (SQLiteAuditLog.recall, limit 10): "
           f"p50 {pct(recall_ms, .5):.2f} ms, p99 {pct(recall_ms, .99):.2f} ms")
@@ -250,18 +258,21 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--swept", type=float, default=0.0, metavar="SHARE",
+                        help="share of the synthetic literals that are swept tokens (the token "
+                             "tier: 0.42 on the CC0 sessions)")
     parser.add_argument("--skip-recall", action="store_true")
     parser.add_argument("--skip-write", action="store_true")
     parser.add_argument("--keep", metavar="PATH", help="build the archive there and keep it "
                                                        "(reused when it exists)")
     args = parser.parse_args()
     print(f"$ python benchmarks/archive.py --literals {args.literals} --queries {args.queries} "
-          f"--repeat {args.repeat}   (SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs)")
+          f"--repeat {args.repeat} --swept {args.swept}   (SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs)")
     rng = random.Random(27)
     if not args.skip_write:
         write_bench(Path(args.data), args.repeat)
     if not args.skip_recall:
-        recall_bench(args.literals, args.queries, rng, args.keep)
+        recall_bench(args.literals, args.queries, rng, args.keep, args.swept)
     return 0
 
 
