@@ -143,6 +143,8 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
             with sqlite3.connect(path) as conn:
                 sample = conn.execute("SELECT value, context FROM archive WHERE id % 500 = 0"
                                       ).fetchall()
+                swept = conn.execute("SELECT avg(rule = ?) FROM archive",
+                                     (SWEPT_RULE,)).fetchone()[0] or 0.0
         else:
             sample = build(path, literals, rng, swept)
         asked = queries(sample, count, rng)
