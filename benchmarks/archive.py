@@ -1,7 +1,7 @@
 """The archive (issue 27): recall latency over a million literals, and what writing it costs.
 
     python benchmarks/archive.py [--literals 1000000] [--queries 2000] [--data ../shared/data]
-                                 [--repeat 9]
+                                 [--repeat 9] [--swept 0.42]
 
 1. **Recall**: a SQLite audit log whose archive holds ``--literals`` literals (paths, ids,
    snake_case and camelCase names, error codes, with their context lines: synthetic, shaped
@@ -9,11 +9,14 @@
    ``--queries`` recalls: exact values, base names, an id's first 6 characters, one name part,
    three context words, and words found nowhere. Reported: p50/p99 in ms, beside a plain
    ``SELECT`` by exact value on the indexed column, measured in the same run (the ratio), and
-   the archive's bytes per literal.
+   the archive's bytes per literal. ``--swept SHARE`` makes that share of them swept tokens
+   (the token tier: each tier asks for the rules' literals first, then for swept tokens).
 2. **Write overhead**: ``Firewall.compact`` of the real Claude Code sessions of the dev data
    (``claude_code_cc0``: each session's first 75 % compacted, a scripted summarizer answering
-   at once), into a SQLite log, with the archive on and off, interleaved ``--repeat`` times;
-   medians and their ratio. Skipped, and said, when the dev data is absent.
+   at once), into a SQLite log, with the archive off, on with the rules' literals only, and on
+   with the token tier too, interleaved ``--repeat`` times; medians and their ratios, the
+   archive's own share timed inside the runs, and its size per literal. Skipped, and said,
+   when the dev data is absent.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from firewall.audit import archive_sqlite  # noqa: E402
-from firewall.audit.archive import ArchiveEntry, ArchiveLimits, Query, value_parts  # noqa: E402
+from firewall.audit.archive import (SWEPT_RULE, ArchiveEntry, ArchiveLimits, Query,  # noqa: E402
+                                    value_parts)
 from firewall.audit import SQLiteAuditLog, literal_hash  # noqa: E402
 
 WORDS = ("cache user order invoice refund payment session token worker queue retry model view "
@@ -61,8 +65,11 @@ def synthetic(rng: random.Random, n: int) -> tuple[str, str, str]:
     return value, kind, context
 
 
-def build(path: Path, literals: int, rng: random.Random) -> list[tuple[str, str]]:
-    """An archive of ``literals`` literals; returns a sample of (value, context)."""
+def build(path: Path, literals: int, rng: random.Random,
+          swept: float = 0.0) -> list[tuple[str, str]]:
+    """An archive of ``literals`` literals, a ``swept`` share of them swept tokens (the token
+    tier's rule, ranked and evicted after the rules' literals); returns a sample of (value,
+    context)."""
     log = SQLiteAuditLog(path, key=KEY)
     per_compaction = 200
     conversations = 200
@@ -79,8 +86,9 @@ def build(path: Path, literals: int, rng: random.Random) -> list[tuple[str, str]
                 entries = []
                 for _ in range(min(per_compaction, literals - n)):
                     value, kind, context = synthetic(rng, n)
+                    rule = SWEPT_RULE if rng.random() < swept else "bench/rule"
                     entries.append(ArchiveEntry(value, literal_hash(value, KEY), kind,
-                                                "bench/rule", "tool", n % 997, n % 997, 1,
+                                                rule, "tool", n % 997, n % 997, 1,
                                                 context, False, value_parts(value)))
                     if rng.random() < 0.002:
                         sample.append((value, context))
@@ -127,15 +135,18 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None) -> None:
+def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None,
+                 swept: float = 0.0) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(keep) if keep else Path(tmp) / "audit.db"
         if keep and path.exists():  # a kept archive: its sample is read back
             with sqlite3.connect(path) as conn:
                 sample = conn.execute("SELECT value, context FROM archive WHERE id % 500 = 0"
                                       ).fetchall()
+                swept = conn.execute("SELECT avg(rule = ?) FROM archive",
+                                     (SWEPT_RULE,)).fetchone()[0] or 0.0
         else:
-            sample = build(path, literals, rng)
+            sample = build(path, literals, rng, swept)
         asked = queries(sample, count, rng)
         exact = [rng.choice(sample)[0] for _ in range(count)]
         log = SQLiteAuditLog(path, key=KEY)
@@ -154,7 +165,7 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
         conn.close()
         log.close()
         size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
-    print(f"recall over {literals:,} literals, {count:,} queries (exact, base name, 6-char "
+    print(f"recall over {literals:,} literals ({swept:.0%} swept tokens), {count:,} queries (exact, base name, 6-char "
           f"prefix, name part, 3 context words, absent; {found:,} answered):")
     print(f"  recall (SQLiteAuditLog.recall, limit 10): "
           f"p50 {pct(recall_ms, .5):.2f} ms, p99 {pct(recall_ms, .99):.2f} ms")
@@ -165,6 +176,9 @@ def recall_bench(literals: int, count: int, rng: random.Random, keep: str | None
         print(f"    {kind:22} p50 {pct(mine, .5):6.2f} ms, p99 {pct(mine, .99):6.2f} ms")
     print(f"  ratio p99 recall / SELECT: {pct(recall_ms, .99) / pct(select_ms, .99):.0f}x")
     print(f"  log size {size / 2 ** 20:.0f} MiB: {size / literals:.0f} bytes per literal")
+
+
+MODES = {"off": False, "rules": ArchiveLimits(tokens=False), "rules+tokens": ArchiveLimits()}
 
 
 def write_bench(data: Path, repeat: int) -> None:
@@ -179,16 +193,19 @@ def write_bench(data: Path, repeat: int) -> None:
     for path in sorted(sessions.glob("*.jsonl")):
         # a bad line is skipped, as `firewall eval` does (the CC0 files hold a few)
         conversations += read_conversations(path, on_error=lambda error: None)
-    timings: dict[bool, list[float]] = {True: [], False: []}
-    inside: list[float] = []  # per run with the archive: the seconds spent writing it
+    names = list(MODES)
+    timings: dict[str, list[float]] = {name: [] for name in names}
+    inside: dict[str, list[float]] = {name: [] for name in names[1:]}  # archive's own share
+    sizes: dict[str, tuple[int, int, int, int]] = {}  # rows, swept rows, bytes stored, file
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeat):
-            for archive in ((True, False) if r % 2 else (False, True)):  # interleaved
-                log = SQLiteAuditLog(Path(tmp) / f"audit-{archive}-{r}.db", key=KEY)
-                fw = Firewall(audit=log, archive=archive)
+            for name in names[r % 3:] + names[:r % 3]:  # interleaved, each order in turn
+                path = Path(tmp) / f"audit-{name}-{r}.db"
+                log = SQLiteAuditLog(path, key=KEY)
+                fw = Firewall(audit=log, archive=MODES[name])
                 fw.observe(conversations[0])  # import and warm-up outside the clock
                 spent = [0.0]
-                if archive:  # time the archive's own part of each compaction, in the same run
+                if MODES[name]:  # time the archive's own part of each compaction, same run
                     write = fw._archive
 
                     def timed(*a, write=write, spent=spent):
@@ -205,17 +222,36 @@ def write_bench(data: Path, repeat: int) -> None:
                     result = fw.compact(conversation, lambda request: "Summary: work so far.",
                                         keep_last=max(keep, 1))
                     assert result.audit_error is None, result.audit_error
-                timings[archive].append(time.perf_counter() - started)
-                if archive:
-                    inside.append(spent[0] / (timings[True][-1] - spent[0]))
+                timings[name].append(time.perf_counter() - started)
+                if MODES[name]:
+                    inside[name].append(spent[0] / (timings[name][-1] - spent[0]))
                 log.close()
-    on, off = statistics.median(timings[True]), statistics.median(timings[False])
+                if MODES[name] and r == 0:
+                    with sqlite3.connect(path) as conn:
+                        rows, swept, stored = conn.execute(
+                            "SELECT count(*), coalesce(sum(rule = ?), 0), coalesce(sum("
+                            "length(CAST(coalesce(value, '') AS BLOB)) + length(CAST("
+                            "coalesce(context, '') AS BLOB)) + length(CAST(coalesce(parts, '') "
+                            "AS BLOB)) + length(value_hash)), 0) FROM archive",
+                            (SWEPT_RULE,)).fetchone()
+                        conn.execute("VACUUM")
+                    sizes[name] = (rows, swept, stored, path.stat().st_size)
+                    path.unlink()
+    median = {name: statistics.median(t) for name, t in timings.items()}
     print(f"write overhead: {len(conversations)} CC0 sessions compacted at 75 %, {repeat} "
-          f"interleaved runs: archive off {off * 1000:.0f} ms, on {on * 1000:.0f} ms "
-          f"(medians): {(on / off - 1) * 100:+.1f} %; within the runs with it, writing the "
-          f"archive (entries and SQLite) took {statistics.median(inside) * 100:.1f} % of the "
-          f"rest of the compaction time (median over runs; min {min(inside) * 100:.1f} %, max "
-          f"{max(inside) * 100:.1f} %)")
+          f"interleaved runs (medians):")
+    for name in names:
+        line = f"  archive {name:13} {median[name] * 1000:6.0f} ms"
+        if MODES[name]:
+            line += (f"  {(median[name] / median['off'] - 1) * 100:+5.1f} % vs off; writing "
+                     f"the archive took {statistics.median(inside[name]) * 100:.1f} % of the "
+                     f"rest of the compaction time (min {min(inside[name]) * 100:.1f} %, max "
+                     f"{max(inside[name]) * 100:.1f} %)")
+        print(line)
+    for name, (rows, swept, stored, size) in sizes.items():
+        print(f"  archive {name:13} {rows:,} literals ({swept:,} swept tokens): "
+              f"{stored / max(rows, 1):.0f} bytes of value+context+parts+hash per literal, "
+              f"{size / max(rows, 1):.0f} bytes of the log file (records, FTS) per literal")
 
 
 def main() -> int:
@@ -224,18 +260,21 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--swept", type=float, default=0.0, metavar="SHARE",
+                        help="share of the synthetic literals that are swept tokens (the token "
+                             "tier: 0.42 on the CC0 sessions)")
     parser.add_argument("--skip-recall", action="store_true")
     parser.add_argument("--skip-write", action="store_true")
     parser.add_argument("--keep", metavar="PATH", help="build the archive there and keep it "
                                                        "(reused when it exists)")
     args = parser.parse_args()
     print(f"$ python benchmarks/archive.py --literals {args.literals} --queries {args.queries} "
-          f"--repeat {args.repeat}   (SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs)")
+          f"--repeat {args.repeat} --swept {args.swept}   (SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs)")
     rng = random.Random(27)
     if not args.skip_write:
         write_bench(Path(args.data), args.repeat)
     if not args.skip_recall:
-        recall_bench(args.literals, args.queries, rng, args.keep)
+        recall_bench(args.literals, args.queries, rng, args.keep, args.swept)
     return 0
 
 

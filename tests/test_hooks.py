@@ -610,6 +610,25 @@ def test_session_start_builds_the_ledger_when_no_post_compact_did(tmp_path):
 
 # ── the archive: every literal of the compacted span, one MCP call away (issue 27) ────────────
 
+@pytest.mark.parametrize("tokens", ["1", "0"])
+def test_post_compact_sweeps_the_span_unless_told_not_to(tokens, monkeypatch):
+    """The archive's token tier (tokens no rule extracted) follows $FIREWALL_ARCHIVE_TOKENS."""
+    import sqlite3
+
+    from firewall.audit.archive import SWEPT_RULE
+
+    monkeypatch.setenv("FIREWALL_ARCHIVE_TOKENS", tokens)
+    assert run("pre-compact", claude_event("PreCompact", trigger="auto"))[0] == 0
+    code, _, err = run("post-compact", claude_event("PostCompact", trigger="auto",
+                                                    compact_summary="Refunds."))
+    assert code == 0 and err == ""
+    with sqlite3.connect(os.environ["FIREWALL_AUDIT_DB"]) as conn:
+        swept, ruled = conn.execute("SELECT coalesce(sum(rule = ?), 0), "
+                                    "coalesce(sum(rule <> ?), 0) FROM archive",
+                                    (SWEPT_RULE, SWEPT_RULE)).fetchone()
+    assert ruled >= 3 and (swept > 0) == (tokens == "1")
+
+
 def test_post_compact_archives_the_span_and_the_hint_line_needs_with_mcp():
     summary = f"Refund for order {ORDER}."
     assert run("pre-compact", claude_event("PreCompact", trigger="auto"))[0] == 0

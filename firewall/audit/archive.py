@@ -42,6 +42,7 @@ from ..literals import SECRET_MIN_CHARS, Literal, SecretIndex
 from ..turns import Turn
 
 SECRET_MASK = "[secret]"
+ESCAPED = 6  # characters of a JSON escape (\\uXXXX) per character of a secret, at most
 CONTEXT_CHARS = 160  # the context line is clipped to about this many characters around the value
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
@@ -62,8 +63,10 @@ SWEPT_RULE = "archive/token"  # the rule of a token the sweep archived (no pack'
 SWEPT_KIND = "token"
 TOKEN_MAX_CHARS = 1024  # a longer run (a base64 blob, a minified line) is no token anyone types
 # the gold's split (DESIGN.md): whitespace, quotes and brackets; a token is a run of 4+ others
-_TOKEN = re.compile(r"""[^\s"'`()\[\]{}<>]{4,}""")
-_ID_LIKE = re.compile(r"[\d/@]")
+# at the start of a run only (the lookbehind), its non-ID characters taken without backtracking
+# (possessive), so a long run without a digit costs one pass, not one per start
+_TOKEN = re.compile(r"""(?<![^\s"'`()\[\]{}<>])[^\s"'`()\[\]{}<>\d/@]*+[\d/@]"""
+                    r"""[^\s"'`()\[\]{}<>]*""")
 _SPLIT_CHAR = re.compile(r"""[\s"'`()\[\]{}<>]""")
 
 
@@ -249,8 +252,7 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
             regions = [m.span() for m in spanning.finditer(text)] if spanning else []
             for m in _TOKEN.finditer(text):
                 token = m.group()
-                if len(token) > TOKEN_MAX_CHARS or not _ID_LIKE.search(token) or \
-                        token in extracted:
+                if not 4 <= len(token) <= TOKEN_MAX_CHARS or token in extracted:
                     continue
                 known = seen.get(token)
                 hidden = any(s < m.end() and m.start() < e for s, e in regions)
@@ -279,30 +281,51 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
     return entries
 
 
+_ESCAPE = re.compile(r'\\+(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+                  "t": "\t"}
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with its JSON escapes read, leniently (any number of backslashes, anywhere):
+    what tells whether a secret may be spelled with escapes in it."""
+    out = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1)
+                      else _SHORT_ESCAPES[m.group(2)], text)
+    try:  # a surrogate pair read as two code units is one character
+        return out.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeError:
+        return out
+
+
 def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
     """What replaces every secret of a text by ``SECRET_MASK``, in any spelling (plain, or
-    with JSON escapes where the text has a backslash: ``WG2x\\/2kU``), and the longest
-    secret's length (how far beyond a window a secret cut by it may start or end; an escaped
-    spelling is longer, hence the factor)."""
+    with JSON escapes: ``WG2x\\/2kU``), and the longest secret's length (how far beyond a
+    window a secret cut by it may start or end)."""
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
     from ..json_values import spelling_pattern
 
     plain = re.compile("|".join(map(re.escape, long)))
-    spelled: list[Any] = []  # built on the first text with a backslash
+    masked: dict[str, str] = {}  # a short line holding many tokens is masked once
 
     def mask(text: str) -> str:
-        if "\\" not in text:
-            return plain.sub(SECRET_MASK, text)
-        if not spelled:  # every spelling, longest secret first (a secret's prefix may be one)
-            import regex
+        if len(text) <= 4 * CONTEXT_CHARS:
+            if text not in masked:
+                if len(masked) >= 4096:
+                    masked.clear()
+                masked[text] = spell(text)
+            return masked[text]
+        return spell(text)
 
-            spelled.append(regex.compile("|".join(spelling_pattern(s).pattern
-                                                  for s in long)))
-        return spelled[0].sub(SECRET_MASK, text)
+    def spell(text: str) -> str:
+        if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
+            spelled = {m.group() for m in plain.finditer(_unescaped(text))}
+            for secret in sorted(spelled, key=len, reverse=True):
+                text = spelling_pattern(secret).sub(SECRET_MASK, text)
+        return plain.sub(SECRET_MASK, text)
 
-    return mask, 6 * len(long[0])
+    return mask, len(long[0])
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
@@ -325,6 +348,8 @@ def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
     # longest secret, so that a secret the window cuts is still masked whole
     margin = CONTEXT_CHARS
     lo, hi = max(0, at - margin), min(len(line), at + len(lit.value) + margin)
+    if reach and "\\" in line[max(0, lo - ESCAPED * reach):hi + ESCAPED * reach]:
+        reach *= ESCAPED  # a secret spelled with escapes is longer (\\u0041 for A)
     window = mask(line[max(0, lo - reach):min(len(line), hi + reach)])
     value_at = window.find(lit.value)
     if value_at < 0:  # the value itself was inside a masked secret: keep only the mask
