@@ -416,14 +416,21 @@ class Locator:
                 timeout: float) -> Iterator[Any]:
         """``pattern.finditer(text)`` the way chosen for this pattern; while deciding, the
         text is timed until the caller has taken every match (its own work on each
-        included: the same either way)."""
+        included: the same either way). Once decided, the chosen iterator itself (no
+        generator in between: a generic rule's matches are many)."""
+        use = self.use
+        if use is None:
+            return self._trial(pattern, text, data, timeout)
+        return self.finditer(pattern, text, data, timeout) if use \
+            else pattern.finditer(text, timeout=timeout)
+
+    def _trial(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
+               timeout: float) -> Iterator[Any]:
         located = self.choose()
-        deciding = self.use is None
-        started = self.clock() if deciding else 0.0
+        started = self.clock()
         yield from (self.finditer(pattern, text, data, timeout) if located
                     else pattern.finditer(text, timeout=timeout))
-        if deciding:
-            self.record(located, self.clock() - started, len(text))
+        self.record(located, self.clock() - started, len(text))
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
