@@ -26,8 +26,8 @@ How the locator is derived from a pattern (each step only widens what it matches
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import regex
@@ -46,11 +46,6 @@ BYTES_PER_CANDIDATE = 48
 # RE2 may read more than the text once (a failed candidate is retried one character on, and a
 # locator's match can be long): past this many times the text's length, the ordinary scan
 RESCAN_FACTOR = 4
-# texts timed each way before a locator decides whether it pays for its rule (see ``Locator``);
-# a way CLEAR_WIN times cheaper per byte wins after TRIAL_EARLY texts each way
-TRIAL_TEXTS = 64
-TRIAL_EARLY = 8
-CLEAR_WIN = 3.0
 _ASCII = [chr(c) for c in range(128)]
 
 
@@ -376,61 +371,22 @@ def strict_locator_source(pattern: str, flags: int, requires: tuple[str, ...]
 class Locator:
     """A compiled locator for one rule; see the module docstring.
 
-    A locator pays where it skips much of a text; for a rule whose candidates are everywhere
-    (5-digit numbers in JSON listings), ``regex``'s own scan is cheaper. So the rule's first
-    ``TRIAL_TEXTS`` texts each way alternate between the two, timed per byte, and the cheaper
-    serves the rule from then on (``use``); a clear winner is chosen after ``TRIAL_EARLY``, since
-    every trial text that runs the slow way costs latency. Both give the same matches: the
-    choice changes speed, never results. The counters race harmlessly between threads.
+    A locator pays where it skips much of a text; where a rule's candidates come dense (5-digit
+    numbers in JSON listings), ``finditer`` hands the rest of the text to ``regex``'s own scan
+    (``BYTES_PER_CANDIDATE``), so every text goes through the locator. (Until 2026-12 a rule's
+    first texts were timed each way to choose one for good; on the dev sets and real Claude
+    Code sessions that trial cost more than it won: benchmarks/README.md, issue 30.)
     """
 
     match: Any  # RE2's Match(anchor, bytes, pos, endpos) -> [(start, end), ...], ASCII form
     umatch: Any  # the same for the widened form, on UTF-8 bytes of any text (or None)
     shift: int  # 1 when the locator consumes the character before a candidate
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
-    use: bool | None = None  # decided: True the locator, False ``pattern.finditer``
-    # while deciding, per way (index 1: the locator, 0: ``finditer``): texts, seconds, bytes
-    _texts: list[int] = field(default_factory=lambda: [0, 0])
-    _seconds: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    _bytes: list[int] = field(default_factory=lambda: [0, 0])
-    clock: Callable[[], float] = time.perf_counter  # what the trial texts are timed with
-
-    def choose(self) -> bool:
-        """Whether the next text goes through the locator (while deciding: alternately)."""
-        if self.use is not None:
-            return self.use
-        return self._texts[1] <= self._texts[0]
-
-    def record(self, used: bool, seconds: float, size: int) -> None:
-        """The time one text took, while deciding (``use`` is None)."""
-        self._texts[used] += 1
-        self._seconds[used] += seconds
-        self._bytes[used] += size
-        texts = min(self._texts)
-        if texts >= TRIAL_EARLY:
-            finditer, locator = (t / max(1, b) for t, b in zip(self._seconds, self._bytes))
-            if texts >= TRIAL_TEXTS or max(finditer, locator) >= CLEAR_WIN * min(finditer, locator):
-                self.use = locator <= finditer
 
     def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                 timeout: float) -> Iterator[Any]:
-        """``pattern.finditer(text)`` the way chosen for this pattern; while deciding, the
-        text is timed until the caller has taken every match (its own work on each
-        included: the same either way). Once decided, the chosen iterator itself (no
-        generator in between: a generic rule's matches are many)."""
-        use = self.use
-        if use is None:
-            return self._trial(pattern, text, data, timeout)
-        return self.finditer(pattern, text, data, timeout) if use \
-            else pattern.finditer(text, timeout=timeout)
-
-    def _trial(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-               timeout: float) -> Iterator[Any]:
-        located = self.choose()
-        started = self.clock()
-        yield from (self.finditer(pattern, text, data, timeout) if located
-                    else pattern.finditer(text, timeout=timeout))
-        self.record(located, self.clock() - started, len(text))
+        """``pattern.finditer(text)``, through the locator."""
+        return self.finditer(pattern, text, data, timeout)
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
