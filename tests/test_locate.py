@@ -134,7 +134,9 @@ def test_lookbehind_becomes_a_consumed_character_and_lookaheads_merge():
 @given(st.text(alphabet="ab1_-#. \n’é", max_size=50))
 def test_located_scan_on_handwritten_shapes(text):
     for pattern in (r"(?<![\w#-])#?(?=[\w-]{0,9}\d)(?=[\w-]{0,9}[a-z])[\w-]{2,}",
-                    r"(?<!\.)\b[ab]+1", r"(?<![a])b(?=\d)", r"a|b1", r"(?<!#)\w{2}(?=\s|$)"):
+                    r"(?<!\.)\b[ab]+1", r"(?<![a])b(?=\d)", r"a|b1", r"(?<!#)\w{2}(?=\s|$)",
+                    r"(?<![\w-])[ab]{2,}(?=\s?[.#])|\b1[ab]+", r"(?<!_)a(?=1)|(?<!b)b(?=_)",
+                    r"\ba1(?=-)|(?<!#)[ab]{2}(?=[\s.])|(?<=1)b"):
         compiled = regex.compile(pattern)
         locator = build_locator(pattern, 0, compiled)
         assert locator is not None, pattern
@@ -142,6 +144,24 @@ def test_located_scan_on_handwritten_shapes(text):
         assert [m.span() for m in locator.finditer(compiled, text, ascii_bytes(text), 5.0)] \
             == want, pattern
         assert [m.span() for m in locator.finditer(compiled, text, None, 5.0)] == want, pattern
+
+
+def test_each_branch_of_an_alternation_keeps_its_own_lookarounds():
+    """A branch's lookahead narrows its locator (a word must stand before a comma), and
+    branches with and without a consumed character before the candidate share one offset."""
+    source, shift = locator_source(r"(?<![\w-])[a-z]{3,}(?=\s?[,\]])|\(report[A-Z]\w+\)")
+    assert shift == 1
+    assert source == r"(?:(?:\A|[^\w-])[a-z]{3,}(?:\s?[,\]]))|(?:\A|(?s:.))(?:\(report[A-Z]\w+\))"
+    pattern = r"(?<![\w-])[a-z]{3,}(?=\s?[,\]])|\(report[A-Z]\w+\)"
+    compiled = regex.compile(pattern)
+    locator = build_locator(pattern, 0, compiled)
+    text = "(reportFoo) ignore[attr, misc] words words and more (reportBar), end"
+    want = [m.span() for m in compiled.finditer(text)]
+    assert len(want) == 4
+    for data in (ascii_bytes(text), None):
+        assert [m.span() for m in locator.finditer(compiled, text, data, 5.0)] == want
+    # a branch without a locator of its own: the whole pattern, as before
+    assert locator_source(r"a|(?<=x)") == (r"a|(?<=x)", 0)
 
 
 def test_patterns_that_can_match_empty_get_no_locator():

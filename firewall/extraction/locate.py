@@ -200,7 +200,7 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if items is None or not items:
         return None
     if any(it.kind == "alt" for it in items):
-        return pattern, 0  # the whole pattern, relaxed: a match of it starts where one can
+        return _alternation_source(pattern, items, flags)
     i, prefix, lead = 0, "", []
     while i < len(items) and items[i].kind not in ("atom", "lookahead"):
         it = items[i]
@@ -241,6 +241,31 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if not rest:
         return None
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
+
+
+def _alternation_source(pattern: str, items: list[_Item], flags: int) -> tuple[str, int]:
+    """``locator_source`` of a top-level alternation: each branch's own locator, so that a
+    branch's lookarounds still narrow it (a word that must stand before a comma); a branch
+    whose locator consumes no character before its candidate gets any one character (or the
+    start of the text) in front, so that all share one offset. The whole pattern when a branch
+    has no locator of its own."""
+    branches: list[list[_Item]] = [[]]
+    for it in items:
+        if it.kind == "alt":
+            branches.append([])
+        else:
+            branches[-1].append(it)
+    derived = []
+    for branch in branches:
+        source = "".join(it.text for it in branch)
+        found = locator_source(source, flags) if source else None
+        if found is None:
+            return pattern, 0  # the whole pattern, relaxed: a match of it starts where one can
+        derived.append(found)
+    if all(shift == derived[0][1] for _, shift in derived):
+        return "|".join(f"(?:{source})" for source, _ in derived), derived[0][1]
+    return "|".join(f"(?:{source})" if shift else f"(?:\\A|(?s:.))(?:{source})"
+                    for source, shift in derived), 1
 
 
 # the `requires:` tests on ASCII characters (see ``compiled.REQUIRES``)
