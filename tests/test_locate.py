@@ -136,7 +136,8 @@ def test_located_scan_on_handwritten_shapes(text):
     for pattern in (r"(?<![\w#-])#?(?=[\w-]{0,9}\d)(?=[\w-]{0,9}[a-z])[\w-]{2,}",
                     r"(?<!\.)\b[ab]+1", r"(?<![a])b(?=\d)", r"a|b1", r"(?<!#)\w{2}(?=\s|$)",
                     r"(?<![\w-])[ab]{2,}(?=\s?[.#])|\b1[ab]+", r"(?<!_)a(?=1)|(?<!b)b(?=_)",
-                    r"\ba1(?=-)|(?<!#)[ab]{2}(?=[\s.])|(?<=1)b"):
+                    r"\ba1(?=-)|(?<!#)[ab]{2}(?=[\s.])|(?<=1)b",
+                    r"(?<![\w.])(?=1)(?=[\w.]{3})\w+(?:\.\w+)?", r"(?=a)(?=[ab_]+1)\w+"):
         compiled = regex.compile(pattern)
         locator = build_locator(pattern, 0, compiled)
         assert locator is not None, pattern
@@ -144,6 +145,12 @@ def test_located_scan_on_handwritten_shapes(text):
         assert [m.span() for m in locator.finditer(compiled, text, ascii_bytes(text), 5.0)] \
             == want, pattern
         assert [m.span() for m in locator.finditer(compiled, text, None, 5.0)] == want, pattern
+
+
+def test_a_one_character_lookahead_and_a_run_lookahead_become_one_run():
+    source, shift = locator_source(r"(?<![\w.])(?=\d)(?=[\w.,]{4})\d+(?:\.\d+)?")
+    assert (source, shift) == (r"(?:\A|[^\w.])\d[\w.,]{3}", 1)
+    assert locator_source(r"(?=a)(?=[ab]{1,3})\w+")[0] == "a[ab]{0,2}"
 
 
 def test_each_branch_of_an_alternation_keeps_its_own_lookarounds():

@@ -190,6 +190,37 @@ def _merge(lookaheads: list[str], flags: int) -> str | None:
             if both:
                 branches.append(_as_class(both))
             return f"{run}*(?:{'|'.join(branches)})"
+    return _char_then_run(lookaheads)
+
+
+def _char_then_run(lookaheads: list[str]) -> str | None:
+    """Two lookaheads ``X`` (one character) and ``[S]{n,m}...`` (a run first) as one
+    consuming pattern: ``X[S]{n-1,m-1}...``. Both hold at a candidate, so its first character
+    is an X and the n-1 after it are S (a number that must be four characters long)."""
+    parsed = [_items(body) for body in lookaheads]
+    for one in parsed:
+        if not (one and len(one) == 1 and one[0].kind == "atom" and one[0].quant == ""
+                and _single(one[0].atom)):
+            continue
+        for run in parsed:
+            if not run or run is one or any(it.kind == "alt" for it in run) or \
+                    run[0].kind != "atom" or not _single(run[0].atom):
+                continue
+            quant = run[0].quant
+            bound = BOUND.fullmatch(quant)
+            if quant == "+":
+                fewer = "*"
+            elif bound is not None and bound[1] and int(bound[1]) >= 1:
+                low = int(bound[1]) - 1
+                if not bound[2]:
+                    fewer = f"{{{low}}}"
+                elif not bound[3]:
+                    fewer = f"{{{low},}}"
+                else:
+                    fewer = f"{{{low},{int(bound[3]) - 1}}}"
+            else:
+                continue
+            return one[0].atom + run[0].atom + fewer + "".join(it.text for it in run[1:])
     return None
 
 
