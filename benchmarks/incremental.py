@@ -12,9 +12,9 @@ is timed. The new turns are ~4 KB each and cycle through three shapes, all with 
 Target: p99 < 2 ms. A full re-scan of the conversation is timed for contrast.
 
 The process is warmed first with ``--warm`` turns of the same three shapes under another seed
-(so no ID recurs), as a running agent is warm after its first turns: each rule has settled
-between its locator and ``regex``'s own scan (``firewall/extraction/locate.py``) and remembers its answers
-for recurring words. ``--warm 0`` times a cold process.
+(so no ID recurs), as a running agent is warm after its first turns: each rule is compiled,
+its locator built (``firewall/extraction/locate.py``), and it remembers its answers for
+recurring words. ``--warm 0`` times a cold process.
 
     python benchmarks/incremental.py [--data DIR] [--repeat 5] [--history 1000] [--turns 200]
                                      [--size 4096] [--warm 300] [--pack NAME_OR_PATH ...]

@@ -5,7 +5,7 @@ same texts (each turn's text and its tool calls' arguments as JSON). Two ratios:
 
 * cold scan: ``Extractor.scan`` of every session of the folder, with a fresh extractor warmed
   first on other text (every rule's examples, then synthetic turns: each rule compiled, its
-  locator built and its trial under way), against the floor over the same texts;
+  locator built), against the floor over the same texts;
 * incremental add: ``Scanner.add`` of each turn of the longest session, one at a time; the p99 of
   those adds against the p99 of the floor on the same turns.
 

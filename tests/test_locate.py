@@ -1,7 +1,5 @@
 """RE2 locators: the located scan finds exactly what ``pattern.finditer`` finds."""
 
-import functools
-import itertools
 
 import pytest
 import regex
@@ -44,12 +42,8 @@ def test_located_scan_equals_the_plain_scan_for_every_builtin_rule(text):
     data = ascii_bytes(text)
     for rule in RULES:
         if rule.locator is not None:
-            decided, rule.locator.use = rule.locator.use, True  # the locator, not a choice
-            try:
-                assert rule.find(text, 5.0, data) == slow(rule, text), rule.qid
-                assert rule.find(text, 5.0) == slow(rule, text), rule.qid  # the UTF-8 locator
-            finally:
-                rule.locator.use = decided
+            assert rule.find(text, 5.0, data) == slow(rule, text), rule.qid
+            assert rule.find(text, 5.0) == slow(rule, text), rule.qid  # the UTF-8 locator
 
 
 NOISE = EXTRACTOR.noise
@@ -74,12 +68,8 @@ def test_located_noise_spans_equal_the_plain_scan_for_every_builtin_noise_patter
         plain = [m.span() for m in noise.pattern.finditer(text) if m.end() > m.start()]
         if noise.keywords and not any(k in lowered for k in noise.keywords):
             plain = []
-        decided, locator.use = locator.use, True  # the locator, not a choice
-        try:
-            assert noise.spans(text, lowered, 5.0, data) == plain, noise.qid
-            assert noise.spans(text, lowered, 5.0) == plain, noise.qid  # the UTF-8 locator
-        finally:
-            locator.use = decided
+        assert noise.spans(text, lowered, 5.0, data) == plain, noise.qid
+        assert noise.spans(text, lowered, 5.0) == plain, noise.qid  # the UTF-8 locator
 
 
 @settings(max_examples=300, deadline=None)
@@ -102,43 +92,25 @@ def test_the_noise_gate_rules_out_noise_patterns_that_cannot_match():
     assert len(possible) < len(NOISE)
 
 
-def test_a_locator_serves_its_rule_only_where_it_is_cheaper():
-    from firewall.extraction.locate import TRIAL_EARLY, TRIAL_TEXTS
-
-    extractor = Extractor(load_packs("core"))
-    rule = next(r for r in extractor.rules if r.qid == "core/number-id")
-    assert rule.locator.use is None, "precondition: a fresh rule, still on trial"
-    # every text takes one tick either way: the trial is a close call, decided by timings the
-    # test gives, not by how loaded the machine is
-    rule.locator.clock = functools.partial(next, itertools.count(1))
-    texts = [f'{{"item_id": "{1000000000 + i}", "price": {i}.5}}' for i in range(3 * TRIAL_TEXTS)]
-    used = []
-    for text in texts:
-        if rule.locator.use is None:
-            used.append(rule.locator.choose())
-        assert rule.find(text, 5.0, ascii_bytes(text)) == slow(rule, text)  # either way
-    assert rule.locator.use is not None  # decided after its trial texts
-    assert used == [True, False] * TRIAL_TEXTS  # alternating until then
-    # the decision compares time per byte: cheaper per byte wins whatever the text sizes; a
-    # clear winner early, a close call after the whole trial
-    for locator_seconds, finditer_bytes, decided_after, use in ((1.0, 1000, TRIAL_EARLY, False),
-                                                                (1.0 / 1.2, 100, TRIAL_TEXTS, True)):
-        locator = build_locator(r"\d{5,}", 0, regex.compile(r"\d{5,}"))
-        for n in range(1, TRIAL_TEXTS + 1):
-            locator.record(True, locator_seconds, 100)
-            locator.record(False, 1.0, finditer_bytes)
-            assert (locator.use is None) == (n < decided_after)
-        assert locator.use is use
+def test_a_locator_hands_dense_candidates_to_the_plain_scan_with_the_same_matches():
+    """Where candidates come dense (IDs in a JSON listing) the located scan passes the rest of
+    the text to ``finditer``; sparse or dense, the matches are the plain scan's."""
+    rule = next(r for r in EXTRACTOR.rules if r.qid == "core/number-id")
+    dense = "".join(f'{{"item_id": "{1000000000 + i}", "price": {i}.5}}' for i in range(200))
+    sparse = " ".join(["word"] * 400) + " order 8118291112 " + " ".join(["more"] * 400)
+    for text in (dense, sparse, sparse + dense, dense + sparse):
+        assert rule.find(text, 5.0, ascii_bytes(text)) == slow(rule, text)
+        assert rule.find(text + "é", 5.0) == slow(rule, text + "é")  # the UTF-8 locator
+    assert len(slow(rule, dense)) == 200
 
 
 def test_the_generic_rules_have_locators_that_find_their_examples_literals():
     """The three rules that run on every text have locators, and through them (ASCII bytes and
     UTF-8 forms both) each example yields exactly its literals, each no-match text nothing."""
-    rules = {r.qid: r for r in Extractor(load_packs("core")).rules}  # fresh: use is ours to set
+    rules = {r.qid: r for r in Extractor(load_packs("core")).rules}
     for qid in ("core/id-token", "core/hex-digest", "core/number-id"):
         rule = rules[qid]
         assert rule.locator is not None, qid
-        rule.locator.use = True  # the locator, not the trial's choice
         for example in rule.rule.examples.match:
             text = example.text
             for data in (ascii_bytes(text), None):
@@ -162,7 +134,10 @@ def test_lookbehind_becomes_a_consumed_character_and_lookaheads_merge():
 @given(st.text(alphabet="ab1_-#. \n’é", max_size=50))
 def test_located_scan_on_handwritten_shapes(text):
     for pattern in (r"(?<![\w#-])#?(?=[\w-]{0,9}\d)(?=[\w-]{0,9}[a-z])[\w-]{2,}",
-                    r"(?<!\.)\b[ab]+1", r"(?<![a])b(?=\d)", r"a|b1", r"(?<!#)\w{2}(?=\s|$)"):
+                    r"(?<!\.)\b[ab]+1", r"(?<![a])b(?=\d)", r"a|b1", r"(?<!#)\w{2}(?=\s|$)",
+                    r"(?<![\w-])[ab]{2,}(?=\s?[.#])|\b1[ab]+", r"(?<!_)a(?=1)|(?<!b)b(?=_)",
+                    r"\ba1(?=-)|(?<!#)[ab]{2}(?=[\s.])|(?<=1)b",
+                    r"(?<![\w.])(?=1)(?=[\w.]{3})\w+(?:\.\w+)?", r"(?=a)(?=[ab_]+1)\w+"):
         compiled = regex.compile(pattern)
         locator = build_locator(pattern, 0, compiled)
         assert locator is not None, pattern
@@ -170,6 +145,30 @@ def test_located_scan_on_handwritten_shapes(text):
         assert [m.span() for m in locator.finditer(compiled, text, ascii_bytes(text), 5.0)] \
             == want, pattern
         assert [m.span() for m in locator.finditer(compiled, text, None, 5.0)] == want, pattern
+
+
+def test_a_one_character_lookahead_and_a_run_lookahead_become_one_run():
+    source, shift = locator_source(r"(?<![\w.])(?=\d)(?=[\w.,]{4})\d+(?:\.\d+)?")
+    assert (source, shift) == (r"(?:\A|[^\w.])\d[\w.,]{3}", 1)
+    assert locator_source(r"(?=a)(?=[ab]{1,3})\w+")[0] == "a[ab]{0,2}"
+
+
+def test_each_branch_of_an_alternation_keeps_its_own_lookarounds():
+    """A branch's lookahead narrows its locator (a word must stand before a comma), and
+    branches with and without a consumed character before the candidate share one offset."""
+    source, shift = locator_source(r"(?<![\w-])[a-z]{3,}(?=\s?[,\]])|\(report[A-Z]\w+\)")
+    assert shift == 1
+    assert source == r"(?:(?:\A|[^\w-])[a-z]{3,}(?:\s?[,\]]))|(?:\A|(?s:.))(?:\(report[A-Z]\w+\))"
+    pattern = r"(?<![\w-])[a-z]{3,}(?=\s?[,\]])|\(report[A-Z]\w+\)"
+    compiled = regex.compile(pattern)
+    locator = build_locator(pattern, 0, compiled)
+    text = "(reportFoo) ignore[attr, misc] words words and more (reportBar), end"
+    want = [m.span() for m in compiled.finditer(text)]
+    assert len(want) == 4
+    for data in (ascii_bytes(text), None):
+        assert [m.span() for m in locator.finditer(compiled, text, data, 5.0)] == want
+    # a branch without a locator of its own: the whole pattern, as before
+    assert locator_source(r"a|(?<=x)") == (r"a|(?<=x)", 0)
 
 
 def test_patterns_that_can_match_empty_get_no_locator():

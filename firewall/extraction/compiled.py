@@ -166,19 +166,32 @@ class CompiledRegex(CompiledRule):
             locator.matches(pattern, text, data, timeout)
         if self.checksum is not None:  # matched first: a validator's time (its library's
             matches = list(matches)  # first import) must not count against the regex budget
-        spans = []
+        spans: list[tuple[int, int]] = []
+        requires, checksum, entropy = self.requires, self.checksum, self.entropy
+        # each test looked up once per text, not per match (generic rules match thousands)
+        allowlist = self._verdicts is not None
+        in_context = bool(self.allow_match or self.allow_line)
+        if group != "first" and not (requires or checksum is not None or entropy is not None
+                                     or allowlist or in_context):
+            append = spans.append
+            for m in matches:  # no test: every non-empty match is kept
+                start, end = m.span(group)
+                if start >= 0 and start != end:
+                    append((start, end))
+            return spans
         for m in matches:
             start, end = first_group(m) if group == "first" else m.span(group)
             if start < 0 or start == end:
                 continue
             value = text[start:end]
-            if self.requires and not all(test(value) for test in self.requires):
+            if requires and not all(test(value) for test in requires):
                 continue
-            if self.checksum is not None and not self.checksum(value):
+            if checksum is not None and not checksum(value):
                 continue
-            if self.entropy is not None and shannon_entropy(value) <= self.entropy:
+            if entropy is not None and shannon_entropy(value) <= entropy:
                 continue
-            if self.allowed(value, timeout) and not self._dropped_in_context(m, text, timeout):
+            if (not allowlist or self.allowed(value, timeout)) and \
+                    not (in_context and self._dropped_in_context(m, text, timeout)):
                 spans.append((start, end))
         return spans
 

@@ -8,6 +8,7 @@ the rule and turn are reported and the turn is marked to be kept verbatim.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -356,10 +357,15 @@ class Extractor:
             self._unknown_is_secret(out)
         spread_sensitivity(out.literals)
         # document order: hits come grouped by rule; order by field (first appearance), offset
+        # (stable sorts on one attribute each, read in C: a tuple key per literal cost more)
+        literals = out.literals
         rank: dict[str, int] = {}
-        for lit in out.literals:
+        for lit in literals:
             rank.setdefault(lit.field, len(rank))
-        out.literals.sort(key=lambda lit: (rank[lit.field], lit.start, -lit.end))
+        literals.sort(key=_END, reverse=True)
+        literals.sort(key=_START)
+        if len(rank) > 1:
+            literals.sort(key=lambda lit: rank[lit.field])
         return out
 
     def _unknown_is_secret(self, out: TurnScan) -> None:
@@ -376,7 +382,7 @@ class Extractor:
         scanner = Scanner(self, skip=skip)
         turns = conversation.turns if isinstance(conversation, Conversation) else conversation
         for turn in turns:
-            scanner.add(turn)
+            scanner._add(turn, None, None, None)
         return scanner.result()
 
 
@@ -397,6 +403,9 @@ def _accept_leaf(rules: list[Any], text: str, budget: float, turn: int, role: st
             out.literals.append(Literal(text, rule.qid, turn, role, 0, len(text), path, tool,
                                         spec.severity, spec.sensitive, spec.priority, 1,
                                         lookalike))
+
+
+_START, _END = operator.attrgetter("start"), operator.attrgetter("end")
 
 
 def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
@@ -469,17 +478,25 @@ class Scanner:
         """Scan the next turn (numbered ``index``, by default the count of turns added so
         far); returns the literals seen for the first time (the caller's to change).
         ``key``: see ``scan_turn_shared``."""
+        new: list[Literal] = []
+        self._add(turn, index, key, new)
+        return new
+
+    def _add(self, turn: Turn, index: int | None, key: tuple | None,
+             new: list[Literal] | None) -> None:
+        """``add``, collecting the new literals into ``new`` unless it is None (a whole scan
+        builds them from the rows at the end: no copy per value)."""
         index = self.turns if index is None else index
         found = self.extractor.scan_turn_shared(turn, index, skip=self.skip, key=key)
         self.turns += 1
         self.timeouts.extend(found.timeouts)
-        new = []
         row_of, rows = self._row, self._rows
         for lit in found.literals:
             at = row_of.get(lit.value)
             if at is None:
                 row_of[lit.value] = len(rows)
-                new.append(_at(lit, index))
+                if new is not None:
+                    new.append(_at(lit, index))
                 rows.extend((lit.value, lit.rule, index, lit.role, lit.start, lit.end, lit.field,
                              lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count,
                              lit.mixed_script))
@@ -489,7 +506,6 @@ class Scanner:
                     rows[at + _SEVERITY] = "required"
                 rows[at + _SENSITIVE] = rows[at + _SENSITIVE] or lit.sensitive
                 rows[at + _PRIORITY] = max(rows[at + _PRIORITY], lit.priority)
-        return new
 
     def state(self) -> tuple[dict[str, int], list[Any]]:
         """A copy of what was added so far; ``Scanner.resume`` takes it."""

@@ -26,8 +26,8 @@ How the locator is derived from a pattern (each step only widens what it matches
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import regex
@@ -46,11 +46,6 @@ BYTES_PER_CANDIDATE = 48
 # RE2 may read more than the text once (a failed candidate is retried one character on, and a
 # locator's match can be long): past this many times the text's length, the ordinary scan
 RESCAN_FACTOR = 4
-# texts timed each way before a locator decides whether it pays for its rule (see ``Locator``);
-# a way CLEAR_WIN times cheaper per byte wins after TRIAL_EARLY texts each way
-TRIAL_TEXTS = 64
-TRIAL_EARLY = 8
-CLEAR_WIN = 3.0
 _ASCII = [chr(c) for c in range(128)]
 
 
@@ -195,6 +190,37 @@ def _merge(lookaheads: list[str], flags: int) -> str | None:
             if both:
                 branches.append(_as_class(both))
             return f"{run}*(?:{'|'.join(branches)})"
+    return _char_then_run(lookaheads)
+
+
+def _char_then_run(lookaheads: list[str]) -> str | None:
+    """Two lookaheads ``X`` (one character) and ``[S]{n,m}...`` (a run first) as one
+    consuming pattern: ``X[S]{n-1,m-1}...``. Both hold at a candidate, so its first character
+    is an X and the n-1 after it are S (a number that must be four characters long)."""
+    parsed = [_items(body) for body in lookaheads]
+    for one in parsed:
+        if not (one and len(one) == 1 and one[0].kind == "atom" and one[0].quant == ""
+                and _single(one[0].atom)):
+            continue
+        for run in parsed:
+            if not run or run is one or any(it.kind == "alt" for it in run) or \
+                    run[0].kind != "atom" or not _single(run[0].atom):
+                continue
+            quant = run[0].quant
+            bound = BOUND.fullmatch(quant)
+            if quant == "+":
+                fewer = "*"
+            elif bound is not None and bound[1] and int(bound[1]) >= 1:
+                low = int(bound[1]) - 1
+                if not bound[2]:
+                    fewer = f"{{{low}}}"
+                elif not bound[3]:
+                    fewer = f"{{{low},}}"
+                else:
+                    fewer = f"{{{low},{int(bound[3]) - 1}}}"
+            else:
+                continue
+            return one[0].atom + run[0].atom + fewer + "".join(it.text for it in run[1:])
     return None
 
 
@@ -205,7 +231,7 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if items is None or not items:
         return None
     if any(it.kind == "alt" for it in items):
-        return pattern, 0  # the whole pattern, relaxed: a match of it starts where one can
+        return _alternation_source(pattern, items, flags)
     i, prefix, lead = 0, "", []
     while i < len(items) and items[i].kind not in ("atom", "lookahead"):
         it = items[i]
@@ -246,6 +272,31 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if not rest:
         return None
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
+
+
+def _alternation_source(pattern: str, items: list[_Item], flags: int) -> tuple[str, int]:
+    """``locator_source`` of a top-level alternation: each branch's own locator, so that a
+    branch's lookarounds still narrow it (a word that must stand before a comma); a branch
+    whose locator consumes no character before its candidate gets any one character (or the
+    start of the text) in front, so that all share one offset. The whole pattern when a branch
+    has no locator of its own."""
+    branches: list[list[_Item]] = [[]]
+    for it in items:
+        if it.kind == "alt":
+            branches.append([])
+        else:
+            branches[-1].append(it)
+    derived = []
+    for branch in branches:
+        source = "".join(it.text for it in branch)
+        found = locator_source(source, flags) if source else None
+        if found is None:
+            return pattern, 0  # the whole pattern, relaxed: a match of it starts where one can
+        derived.append(found)
+    if all(shift == derived[0][1] for _, shift in derived):
+        return "|".join(f"(?:{source})" for source, _ in derived), derived[0][1]
+    return "|".join(f"(?:{source})" if shift else f"(?:\\A|(?s:.))(?:{source})"
+                    for source, shift in derived), 1
 
 
 # the `requires:` tests on ASCII characters (see ``compiled.REQUIRES``)
@@ -376,54 +427,22 @@ def strict_locator_source(pattern: str, flags: int, requires: tuple[str, ...]
 class Locator:
     """A compiled locator for one rule; see the module docstring.
 
-    A locator pays where it skips much of a text; for a rule whose candidates are everywhere
-    (5-digit numbers in JSON listings), ``regex``'s own scan is cheaper. So the rule's first
-    ``TRIAL_TEXTS`` texts each way alternate between the two, timed per byte, and the cheaper
-    serves the rule from then on (``use``); a clear winner is chosen after ``TRIAL_EARLY``, since
-    every trial text that runs the slow way costs latency. Both give the same matches: the
-    choice changes speed, never results. The counters race harmlessly between threads.
+    A locator pays where it skips much of a text; where a rule's candidates come dense (5-digit
+    numbers in JSON listings), ``finditer`` hands the rest of the text to ``regex``'s own scan
+    (``BYTES_PER_CANDIDATE``), so every text goes through the locator. (Until 2026-12 a rule's
+    first texts were timed each way to choose one for good; on the dev sets and real Claude
+    Code sessions that trial cost more than it won: benchmarks/README.md, issue 30.)
     """
 
     match: Any  # RE2's Match(anchor, bytes, pos, endpos) -> [(start, end), ...], ASCII form
     umatch: Any  # the same for the widened form, on UTF-8 bytes of any text (or None)
     shift: int  # 1 when the locator consumes the character before a candidate
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
-    use: bool | None = None  # decided: True the locator, False ``pattern.finditer``
-    # while deciding, per way (index 1: the locator, 0: ``finditer``): texts, seconds, bytes
-    _texts: list[int] = field(default_factory=lambda: [0, 0])
-    _seconds: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    _bytes: list[int] = field(default_factory=lambda: [0, 0])
-    clock: Callable[[], float] = time.perf_counter  # what the trial texts are timed with
-
-    def choose(self) -> bool:
-        """Whether the next text goes through the locator (while deciding: alternately)."""
-        if self.use is not None:
-            return self.use
-        return self._texts[1] <= self._texts[0]
-
-    def record(self, used: bool, seconds: float, size: int) -> None:
-        """The time one text took, while deciding (``use`` is None)."""
-        self._texts[used] += 1
-        self._seconds[used] += seconds
-        self._bytes[used] += size
-        texts = min(self._texts)
-        if texts >= TRIAL_EARLY:
-            finditer, locator = (t / max(1, b) for t, b in zip(self._seconds, self._bytes))
-            if texts >= TRIAL_TEXTS or max(finditer, locator) >= CLEAR_WIN * min(finditer, locator):
-                self.use = locator <= finditer
 
     def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                 timeout: float) -> Iterator[Any]:
-        """``pattern.finditer(text)`` the way chosen for this pattern; while deciding, the
-        text is timed until the caller has taken every match (its own work on each
-        included: the same either way)."""
-        located = self.choose()
-        deciding = self.use is None
-        started = self.clock() if deciding else 0.0
-        yield from (self.finditer(pattern, text, data, timeout) if located
-                    else pattern.finditer(text, timeout=timeout))
-        if deciding:
-            self.record(located, self.clock() - started, len(text))
+        """``pattern.finditer(text)``, through the locator."""
+        return self.finditer(pattern, text, data, timeout)
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterator[Any]:
