@@ -682,6 +682,7 @@ def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(te
     ("assistant", "ssh box \"top -bn1 | head -20\"", "-bn1"),
     ("tool", "    20→README.md\n    21→**/README.md", "**/README.md"),
     ("tool", "Reading /mnt/c/Program Files/Git/etc/gitconfig.", "/mnt/c/Program Files/Git/etc/gitconfig"),
+    ("tool", "[allowlist]\npaths = ['''logs/.*\\.jsonl''']", "logs/.*\\.jsonl"),
 ])
 def test_what_real_sessions_re_type_is_pinned_without_the_prose_around(role, text, literal):
     """Shapes of real Claude Code sessions (issue 26), written from the tools' own formats:
