@@ -667,6 +667,34 @@ def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(te
     assert "C:\\Program" not in found
 
 
+@pytest.mark.parametrize("role, text, literal", [
+    ("assistant", "## SECURITY SCORE: 45/100 (was 38/100)", "45/100"),
+    ("assistant", "- Authentication: 20/20, Quality 8/10.", "8/10"),
+    ("assistant", "### Integration with **CI/CD**", "CI/CD"),
+    ("tool", "1. **Fix Redaction Bug** - UUID/phone number collision", "UUID/phone"),
+    ("assistant", "git clone git@github.com:acme-corp/web-app.git && cd web-app",
+     "git@github.com:acme-corp/web-app.git"),
+    ("assistant", "scp backup.tar root@192.168.1.5:/var/backups/ now", "root@192.168.1.5:/var/backups/"),
+    ("tool", "tcp4  0  0  *.65189   *.*   LISTEN", "65189"),
+    ("tool", "tcp   LISTEN 0  128  [::]:2222  [::]:*", "2222"),
+    ("tool", "User SID tail: 10-662045080-1002", "10-662045080-1002"),
+    ("tool", "- Raw JSONL logs (66 files, 8.4MB)", "8.4MB"),
+    ("assistant", "ssh box \"top -bn1 | head -20\"", "-bn1"),
+    ("tool", "    20→README.md\n    21→**/README.md", "**/README.md"),
+    ("tool", "Reading /mnt/c/Program Files/Git/etc/gitconfig.", "/mnt/c/Program Files/Git/etc/gitconfig"),
+    ("tool", "[allowlist]\npaths = ['''logs/.*\\.jsonl''']", "logs/.*\\.jsonl"),
+])
+def test_what_real_sessions_re_type_is_pinned_without_the_prose_around(role, text, literal):
+    """Shapes of real Claude Code sessions (issue 26), written from the tools' own formats:
+    scores, slash-joined names, remote paths, socket listings, sizes, clustered flags and a
+    glob on a numbered file-read line are pinned as written, never with the asterisks,
+    comma or period around them."""
+    found = {lit.value for lit in Extractor(load_packs()).scan_turn(Turn(role, text),
+                                                                     1).literals}
+    assert literal in found
+    assert not any(v != literal and literal in v and v.strip("*.,:;") == literal for v in found)
+
+
 def test_case_insensitive_terms_survive_a_dotted_capital_i_anywhere_in_the_text():
     """İ lowercases to two characters: the lowercased text no longer lined up with the text
     and the rule matched case-sensitively, so 'ACME WIDGET' was lost beside 'İstanbul'."""
