@@ -1002,7 +1002,7 @@ def test_the_archive_token_tier_keeps_no_piece_of_a_secret_under_any_query(
     no recall, under any query, brings back any piece of it, and the stored rows hold none."""
     from firewall.audit.archive import SWEPT_RULE, terms
 
-    glued = (f"Retry 45/100 with x={GITHUB}; then ({STRIPE}), card:{CARD} and "
+    glued = (f"Retry 7-12 with x={GITHUB}; then ({STRIPE}), card:{CARD} and "
              f"k={AWS_SECRET.replace('/', chr(92) + '/')}, pw={DB_PASSWORD}! at 8.4MB, "
              f"see {BEARER}/status 2>/dev/null;")
     messages = conversation()[:-1] + [{"role": "user", "content": glued},
@@ -1011,8 +1011,8 @@ def test_the_archive_token_tier_keeps_no_piece_of_a_secret_under_any_query(
     fw = Firewall(packs, keep_last=1, audit=str(db))
     result = fw.compact(messages, summarizer=ScriptedSummarizer([INVOICE]))
     assert result.compacted and result.audit_error is None
-    swept = [hit for hit in fw.recall("45/100", limit=5) if hit.rule == SWEPT_RULE]
-    assert [hit.value for hit in swept] == ["45/100"]  # the tier ran
+    swept = [hit for hit in fw.recall("7-12", limit=5) if hit.rule == SWEPT_RULE]
+    assert [hit.value for hit in swept] == ["7-12"]  # the tier ran
     assert fw.recall("/dev/null;")[0].rule == SWEPT_RULE
     texts = [m["content"] for m in messages if m.get("content")]
     queries = {token for text in texts for token in re.split(r"""[\s"'`()\[\]{}<>]+""", text)
