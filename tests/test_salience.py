@@ -185,10 +185,12 @@ def test_features_tell_what_the_agent_did_with_a_value_since_it_was_shown():
         {"role": "user", "content": "Raise ERR-4410 from src/app/main.py when the key is bad."},
         call("Write", "w1", file_path="src/app/main.py", content="raise Bad('ERR-4410')\n"),
     ]).turns
-    entries = Ledger.new("w")
-    fw._extract(entries, written, offset=0, seen=None)
-    context = span_context(entries.entries, written)
-    by_value = {e.value: e for e in entries.entries}
+    def extracted(turns):
+        entries = Ledger.new("w")
+        fw._extract(entries, turns, offset=0, seen=None)
+        return {e.value: e for e in entries.entries}, span_context(entries.entries, turns)
+
+    by_value, context = extracted(written)
     assert {"ERR-4410", "src/app/main.py"} <= set(by_value)
     # the user typed ERR-4410, so it is not written-only; a tool's value re-typed in a body is
     assert not FEATURES["written_only"][0](by_value["src/app/main.py"], context)
@@ -196,10 +198,7 @@ def test_features_tell_what_the_agent_did_with_a_value_since_it_was_shown():
         {"role": "tool", "tool_call_id": "r", "name": "Read", "content": "code ERR-4410 at src/x.py"},
         call("Write", "w1", file_path="src/app/main.py", content="raise Bad('ERR-4410')\n"),
     ]).turns
-    entries = Ledger.new("w")
-    fw._extract(entries, shown, offset=0, seen=None)
-    context = span_context(entries.entries, shown)
-    by_value = {e.value: e for e in entries.entries}
+    by_value, context = extracted(shown)
     assert FEATURES["written_only"][0](by_value["ERR-4410"], context)
     assert not FEATURES["written_only"][0](by_value["src/x.py"], context)  # never used at all
 
