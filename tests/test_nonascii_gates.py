@@ -1,5 +1,7 @@
-"""The keyword stage on non-ASCII text (one RE2 set over the UTF-8 bytes of the folded text,
-an automaton of the non-ASCII keywords only) offers every rule the full automaton offers."""
+"""The cheaper passes on non-ASCII text decide nothing themselves: the keyword stage (one RE2
+set over the UTF-8 bytes of the folded text, an automaton of the non-ASCII keywords only)
+offers every rule the full automaton offers, and the noise gate (one RE2 set of the widened
+noise patterns over the UTF-8 bytes) keeps every noise span that running them all finds."""
 
 from __future__ import annotations
 
@@ -13,8 +15,12 @@ from firewall.extraction.regex_syntax import fold_case
 
 
 @functools.lru_cache(maxsize=1)
+def extractor():
+    return Extractor(load_packs())
+
+
 def prefilter():
-    return Extractor(load_packs())._prefilter
+    return extractor()._prefilter
 
 
 def plain_keyed(pf, text: str) -> set[int]:
@@ -62,3 +68,33 @@ def test_property_the_fast_keyword_stage_never_offers_fewer_rules(pieces):
     pf = prefilter()
     text = "".join(pieces) + "→"  # non-ASCII: the stage under test
     assert plain_keyed(pf, text) <= pf._keyed(text, None)
+
+
+def all_noise_spans(ex, text: str) -> list[tuple[int, int]]:
+    """Every noise pattern run, none gated (the definition)."""
+    return sorted(s for n in ex.noise for s in n.spans(text, text.lower(), 5.0, None))
+
+
+NOISY = [
+    "     1→import os\n     2→x = read_key(\"k\")\n    10→def parse_4242(): pass\n",
+    "src/app.py:12: error → fix\nTraceback … line 42, in main\n",
+    "-rw-r--r-- 1 root root 21094 Oct 10 12:00 café.txt\n",
+    '{"created": "2024-01-02T09:30:00Z", "next": "/v1/ünits?page=2", "x": null}',
+    "PID  USER  %CPU  COMMAND\n 4242 root  1.0  python → ok\n",
+]
+
+
+def test_the_noise_gate_on_non_ascii_text_keeps_every_span():
+    ex = extractor()
+    for text in NOISY:
+        assert not text.isascii()
+        assert sorted(ex.noise_spans(text, 5.0)) == all_noise_spans(ex, text), text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(NOISY + ["\n", "  12→", "a.py:7:", "é", "4242\t"]),
+                          st.text(max_size=4)), max_size=8))
+def test_property_the_noise_gate_never_loses_a_span(pieces):
+    ex = extractor()
+    text = "".join(pieces) + "→"
+    assert sorted(ex.noise_spans(text, 5.0)) == all_noise_spans(ex, text)
