@@ -98,3 +98,39 @@ def test_property_the_noise_gate_never_loses_a_span(pieces):
     ex = extractor()
     text = "".join(pieces) + "→"
     assert sorted(ex.noise_spans(text, 5.0)) == all_noise_spans(ex, text)
+
+
+def test_the_characters_widening_leaves_out_are_never_word_digit_space_or_cased():
+    """Widened classes leave out the Arrows block and box drawing, block elements and geometric
+    shapes (``regex_syntax.NOT_WIDENED``): sound only while `regex` matches none of them with
+    a shorthand, a letter range or case folding."""
+    import regex
+
+    from firewall.extraction.regex_syntax import NOT_WIDENED, relax
+
+    for low, high in NOT_WIDENED:
+        for code in range(low, high + 1):
+            c = chr(code)
+            for pattern in (r"\w", r"\d", r"\s", r"(?i)[\w\d\s]", r"(?i)[a-zA-Z0-9_]",
+                            r"\p{Alphabetic}", r"(?i)\p{Lt}"):
+                assert regex.match(pattern, c) is None, (hex(code), pattern)
+            assert c.casefold() == c.upper() == c.lower() == c
+    # and the widened form still matches every other non-ASCII character where `regex`'s does
+    import re2
+
+    wide = re2.compile(relax(r"\w", unicode=True))
+    for c in "éßİı\u212aⒶ\u0301\ufe0f中🙂‿":
+        assert wide.search(c), c
+    assert wide.search("→") is None and wide.search("│") is None
+
+
+def test_a_gutter_line_is_no_word_to_a_widened_locator():
+    """The point of leaving the arrow out: ``12→import`` holds no word with a digit."""
+    import re2
+
+    from firewall.extraction.regex_syntax import relax
+
+    token = re2.compile(relax(r"(?<![\w-])[\w-]*(?:\d[\w-]*[A-Za-z]|[A-Za-z][\w-]*\d)",
+                              unicode=True))
+    assert token.search("    12→import os") is None
+    assert token.search("    12→import os2") is not None

@@ -32,7 +32,7 @@ import regex
 
 from . import multimatch
 from .compiled import CompiledRegex
-from .regex_syntax import fold_case
+from .regex_syntax import _NON_ASCII, fold_case
 
 try:  # google-re2 is a core dependency; without it the prefilter is keywords only
     import re2
@@ -310,7 +310,7 @@ def _plain_unicode(source: str | None) -> bool:
         escape in rest for escape in ("\\p", "\\P", "\\N", "\\u", "\\U", "\\x{"))
 
 
-_NON_ASCII_RANGE = r"\x{80}-\x{10FFFF}"  # what ``relax`` adds to widen a class
+_NON_ASCII_RANGE = _NON_ASCII  # what ``relax`` adds to widen a class
 _CASELESS = regex.compile(r"\(\?[a-zA-Z-]*i")  # an inline flag group that sets ``i``
 
 
