@@ -313,9 +313,9 @@ def test_relax_widens_into_re2_syntax():
 
     assert relax(r"(?<!\w)a{2,300}b{3}c{1,8}+$") == "a{2,}b{3}c{1,8}"
     assert relax(r"\bx\d[\w.-]", unicode=True) == (
-        r"x[\d\x{80}-\x{10FFFF}](?:[\w.-]|[\x{80}-\x{10FFFF}])")
+        r"x[\d\x{80}-\x{218F}\x{2200}-\x{24FF}\x{2600}-\x{10FFFF}](?:[\w.-]|[\x{80}-\x{218F}\x{2200}-\x{24FF}\x{2600}-\x{10FFFF}])")
     assert relax(r"[^\s]\x{100}[[:alpha:]]", unicode=True) == (
-        r"[^\s]\x{100}(?:[[:alpha:]]|[\x{80}-\x{10FFFF}])")
+        r"[^\s]\x{100}(?:[[:alpha:]]|[\x{80}-\x{218F}\x{2200}-\x{24FF}\x{2600}-\x{10FFFF}])")
     assert relax(r"[^\W_]", unicode=True) is None  # cannot be widened: left to `regex`
     assert relax(r"[^\W_]") == r"[^\W_]"
 

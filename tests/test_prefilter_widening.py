@@ -205,12 +205,12 @@ def test_relax_widens_the_turkic_i_where_case_is_ignored():
     # a dotless or dotted i in the pattern also matches ASCII i and I, on ASCII text too
     assert relax("(?i)ıd") == f"(?i){turkic}d"
     assert relax("(?i)[ıj]") == "(?i)(?:[ıj]|[iI])"
-    assert relax("(?i)[ıj]", unicode=True) == r"(?i)(?:[ıj]|[iI\x{80}-\x{10FFFF}])"
+    assert relax("(?i)[ıj]", unicode=True) == r"(?i)(?:[ıj]|[iI\x{80}-\x{218F}\x{2200}-\x{24FF}\x{2600}-\x{10FFFF}])"
     assert relax("(?i)[^ı]") == "(?i)[^ı]"  # a negated class: RE2's already matches more
     # `regex` reads \p{Lt} under IGNORECASE as every cased letter
     assert relax(r"(?i)\p{Lt}") == r"(?i)(?:\p{Lt}|[A-Za-z])"
     assert relax(r"(?i)[\p{Lu}]", unicode=True) == (
-        r"(?i)(?:[\p{Lu}]|[A-Za-z\x{80}-\x{10FFFF}])")
+        r"(?i)(?:[\p{Lu}]|[A-Za-z\x{80}-\x{218F}\x{2200}-\x{24FF}\x{2600}-\x{10FFFF}])")
 
 
 def test_keywords_are_found_in_any_case_regex_knows():

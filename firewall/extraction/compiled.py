@@ -373,6 +373,7 @@ class CompiledNoise:
     pattern: regex.Pattern[str]
     keywords: tuple[str, ...] = ()
     re2_source: str | None = None  # widened for RE2 as a rule's (``_re2_source``), or None
+    re2_unicode_source: str | None = None  # the same, widened for non-ASCII text
     # as a rule's: RE2 skips where no match can start (noise runs on most texts with literals)
     _locator: Locator | None | object = field(default=_UNBUILT, repr=False)
 
@@ -420,7 +421,8 @@ def compile_noise(pack: Pack) -> list[CompiledNoise]:
         compiled.append(CompiledNoise(
             f"{owner}/{noise.id}",
             _compile(noise.pattern, flags, "pattern", owner, f"noise/{noise.id}", pack.path),
-            tuple(k.lower() for k in noise.keywords), _re2_source(noise)))
+            tuple(k.lower() for k in noise.keywords), _re2_source(noise),
+            _re2_source(noise, unicode=True)))
     return compiled
 
 

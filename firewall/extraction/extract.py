@@ -80,6 +80,8 @@ class Extractor:
         # one RE2 pass tells which noise patterns can match an ASCII text: the others are
         # not run (each was a pass of its own over every text with literals)
         self._noise_gate = PatternGate([n.re2_source for n in self.noise])
+        # the same on the UTF-8 bytes of other text (Claude Code's file reads: the → gutter)
+        self._noise_gate_wide = PatternGate([n.re2_unicode_source for n in self.noise])
         self._sensitive = {r.qid for r in self.rules if r.rule.sensitive}
         # one prefilter for every role: its RE2 sets warm up, and hold memory, once
         self._regex = [r for r in self.rules if isinstance(r, CompiledRegex)]
@@ -172,6 +174,14 @@ class Extractor:
         if data is not None:
             possible = self._noise_gate.possible(data)
             noises = [n for i, n in enumerate(noises) if i in possible]
+        else:
+            try:
+                encoded = text.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates: every noise pattern runs
+                encoded = None
+            if encoded is not None:
+                possible = self._noise_gate_wide.possible(encoded)
+                noises = [n for i, n in enumerate(noises) if i in possible]
         try:
             for noise in noises:
                 spans += noise.spans(text, lowered, timeout, data)

@@ -32,7 +32,7 @@ import regex
 
 from . import multimatch
 from .compiled import CompiledRegex
-from .regex_syntax import fold_case
+from .regex_syntax import _NON_ASCII, fold_case
 
 try:  # google-re2 is a core dependency; without it the prefilter is keywords only
     import re2
@@ -85,6 +85,7 @@ class Prefilter:
         self._rules = rules
         self._unkeyed = frozenset(i for i, r in enumerate(rules) if not r.keywords)
         self._automaton = None
+        self._wide_keywords = None  # the keywords that are not ASCII (see _keyed)
         self._keyword_set: tuple[object, list[int]] | None = None
         if len(self._unkeyed) < len(rules):
             automaton = ahocorasick.Automaton()
@@ -96,6 +97,20 @@ class Prefilter:
                         automaton.add_word(keyword, {i})
             automaton.make_automaton()
             self._automaton = automaton
+            # non-ASCII text: the keyword set on the UTF-8 bytes of the folded text, and an
+            # automaton of only the keywords that are not ASCII (they hit rarely); the full
+            # automaton yields every hit to Python (`-`, `/`...) and cost several times more
+            wide = ahocorasick.Automaton()
+            for i, rule in enumerate(rules):
+                for keyword in rule.keywords:
+                    if keyword and not keyword.isascii():
+                        if wide.exists(keyword):
+                            wide.get(keyword).add(i)
+                        else:
+                            wide.add_word(keyword, {i})
+            if len(wide):
+                wide.make_automaton()
+            self._wide_keywords = wide if len(wide) else None
             # ASCII text: one RE2 pass instead of the automaton, which yields every hit to
             # Python (and one-character keywords like "-" or "/" hit constantly)
             sources = [_keyword_source(r.keywords) for r in rules]
@@ -246,9 +261,25 @@ class Prefilter:
         if ascii_data is not None and self._keyword_set is not None:
             keyword_set, members = self._keyword_set
             allowed.update(members[j] for j in keyword_set.Match(ascii_data) or ())
-        else:
-            for _, indices in self._automaton.iter(fold_case(text)):
-                allowed |= indices
+            return allowed
+        folded = fold_case(text)
+        if self._keyword_set is not None:
+            try:
+                data = folded.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates: the whole automaton
+                data = None
+            if data is not None:
+                # an ASCII keyword occurs in the folded text iff its bytes occur in these
+                # (UTF-8 never encodes other characters with ASCII bytes); RE2's own (?i)
+                # only adds matches
+                keyword_set, members = self._keyword_set
+                allowed.update(members[j] for j in keyword_set.Match(data) or ())
+                if self._wide_keywords is not None:
+                    for _, indices in self._wide_keywords.iter(folded):
+                        allowed |= indices
+                return allowed
+        for _, indices in self._automaton.iter(folded):
+            allowed |= indices
         return allowed
 
 
@@ -279,7 +310,7 @@ def _plain_unicode(source: str | None) -> bool:
         escape in rest for escape in ("\\p", "\\P", "\\N", "\\u", "\\U", "\\x{"))
 
 
-_NON_ASCII_RANGE = r"\x{80}-\x{10FFFF}"  # what ``relax`` adds to widen a class
+_NON_ASCII_RANGE = _NON_ASCII  # what ``relax`` adds to widen a class
 _CASELESS = regex.compile(r"\(\?[a-zA-Z-]*i")  # an inline flag group that sets ``i``
 
 

@@ -68,7 +68,14 @@ _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 # counted repetition: an upper bound above this becomes open, a lower one is capped.
 _OPEN_ABOVE = 16
 BOUND = regex.compile(r"\{(\d*)(,?)(\d*)\}")
-_NON_ASCII = r"\x{80}-\x{10FFFF}"
+# what widening adds: every non-ASCII character except the Arrows block (U+2190-21FF: the → of
+# Claude Code's line gutter) and box drawing, block elements and geometric shapes
+# (U+2500-25FF: tree listings, tables, progress bars). `regex` reads none of them as \w, \d or
+# \s, and none has a case (the test suite checks each), so a widened class that leaves them out
+# still matches wherever `regex` does; with them in, every gutter line was a word to the
+# widened locators (`code-name`, `id-token` stopped at each line of a file read)
+_NON_ASCII = r"\x{80}-\x{218F}\x{2200}-\x{24FF}\x{2600}-\x{10FFFF}"
+NOT_WIDENED = ((0x2190, 0x21FF), (0x2500, 0x25FF))  # the ranges _NON_ASCII leaves out
 # RE2's \d \w \s are ASCII; `regex`'s are Unicode (and its \s also has \v and \x1c-\x1f)
 _WIDE = {"d": rf"[\d{_NON_ASCII}]", "w": rf"[\w{_NON_ASCII}]",
          "s": rf"[\s\x0b\x1c-\x1f{_NON_ASCII}]"}
