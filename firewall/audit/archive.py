@@ -144,7 +144,10 @@ def terms(text: str) -> list[str]:
     (``getUserName`` → get, User, Name), so a query's parts line up with a value's."""
     out = []
     for word in _WORD.findall(text):
-        out += [p for p in _CAMEL.split(word) if p]
+        if word.lower() == word:  # no capital letter: nothing for the camelCase split
+            out.append(word)
+        else:
+            out += [p for p in _CAMEL.split(word) if p]
     return out
 
 
@@ -252,12 +255,15 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
             regions = [m.span() for m in spanning.finditer(text)] if spanning else []
             for m in _TOKEN.finditer(text):
                 token = m.group()
-                if not 4 <= len(token) <= TOKEN_MAX_CHARS or token in extracted:
+                if token in extracted or not 4 <= len(token) <= TOKEN_MAX_CHARS:
                     continue
                 known = seen.get(token)
-                hidden = any(s < m.end() and m.start() < e for s, e in regions)
+                # most texts hold no secret with a space in it: no region to test
+                hidden = bool(regions) and any(s < m.end() and m.start() < e
+                                               for s, e in regions)
                 if known is not None:
-                    known[4] = max(known[4], number)
+                    if number > known[4]:
+                        known[4] = number
                     known[5] += 1
                     known[6] = known[6] or hidden
                     continue
@@ -304,28 +310,46 @@ def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
-    from ..json_values import spelling_pattern
+    return _Mask(re.compile("|".join(map(re.escape, long)))), len(long[0])
 
-    plain = re.compile("|".join(map(re.escape, long)))
-    masked: dict[str, str] = {}  # a short line holding many tokens is masked once
 
-    def mask(text: str) -> str:
+class _Mask:
+    """The masker of ``_masker`` when there are secrets; ``clean`` tells, once per line, that a
+    line holds none, so that no window of it needs masking (most lines of a span)."""
+
+    def __init__(self, plain: re.Pattern[str]) -> None:
+        self.plain = plain
+        self.masked: dict[str, str] = {}  # a short line holding many tokens is masked once
+        self.lines: dict[tuple[int, int], tuple[str, bool]] = {}
+
+    def __call__(self, text: str) -> str:
         if len(text) <= 4 * CONTEXT_CHARS:
-            if text not in masked:
-                if len(masked) >= 4096:
-                    masked.clear()
-                masked[text] = spell(text)
-            return masked[text]
-        return spell(text)
+            if text not in self.masked:
+                if len(self.masked) >= 4096:
+                    self.masked.clear()
+                self.masked[text] = self.spell(text)
+            return self.masked[text]
+        return self.spell(text)
 
-    def spell(text: str) -> str:
+    def spell(self, text: str) -> str:
         if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
-            spelled = {m.group() for m in plain.finditer(_unescaped(text))}
+            from ..json_values import spelling_pattern
+
+            spelled = {m.group() for m in self.plain.finditer(_unescaped(text))}
             for secret in sorted(spelled, key=len, reverse=True):
                 text = spelling_pattern(secret).sub(SECRET_MASK, text)
-        return plain.sub(SECRET_MASK, text)
+        return self.plain.sub(SECRET_MASK, text)
 
-    return mask, len(long[0])
+    def clean(self, text: str, start: int, line: str) -> bool:
+        """``line`` (of ``text``, from ``start``) holds no secret in any spelling: no escape
+        to read, and no secret written plainly; so neither does any piece of it."""
+        known = self.lines.get((id(text), start))
+        if known is None or known[0] is not text:  # the text is kept: its id is not reused
+            if len(self.lines) >= 4096:
+                self.lines.clear()
+            known = self.lines[(id(text), start)] = \
+                (text, "\\" not in line and self.plain.search(line) is None)
+        return known[1]
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
@@ -350,7 +374,10 @@ def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
     lo, hi = max(0, at - margin), min(len(line), at + len(lit.value) + margin)
     if reach and "\\" in line[max(0, lo - ESCAPED * reach):hi + ESCAPED * reach]:
         reach *= ESCAPED  # a secret spelled with escapes is longer (\\u0041 for A)
-    window = mask(line[max(0, lo - reach):min(len(line), hi + reach)])
+    window = line[max(0, lo - reach):min(len(line), hi + reach)]
+    clean = getattr(mask, "clean", None)
+    if clean is None or not clean(text, start, line):
+        window = mask(window)
     value_at = window.find(lit.value)
     if value_at < 0:  # the value itself was inside a masked secret: keep only the mask
         return None
