@@ -230,20 +230,52 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
                   secrets: set[str], index: SecretIndex,
                   mask: tuple[Callable[[str], str], int]) -> list[ArchiveEntry]:
     """The token tier: one entry per distinct token of ``span`` (see the module) that is not a
-    value of ``extracted``, first sighting first, read where the gold reads a turn (its text
-    and the string values of its tool calls' arguments). A token that holds a secret, lies
-    inside one, or overlaps where one is written (a secret with a space in it: ``card:4111``)
-    is kept only as its hash, like a sensitive literal."""
-    from ..json_values import decoded, scalar_leaves
+    value of ``extracted``, first sighting first (``sweep``); a sensitive one is kept only as
+    its hash, like a sensitive literal."""
     from .keys import escape_surrogates, literal_hash
 
     masker, reach = mask
+    entries = []
+    for token, (number, role, text, start, last, count, sensitive) in \
+            sweep(span, extracted, secrets=secrets, index=index).items():
+        context = None
+        if not sensitive:
+            sighting = Literal(token, SWEPT_RULE, number, role, start, start + len(token))
+            line = context_line(sighting, text, masker, reach)
+            context = None if line is None else escape_surrogates(line)
+        value = None if sensitive else escape_surrogates(token)
+        entries.append(ArchiveEntry(
+            value=value, value_hash=literal_hash(token, key), kind=SWEPT_KIND, rule=SWEPT_RULE,
+            role=role, first_turn=max(number, 0), last_turn=max(last, 0), seen=count,
+            context=context, sensitive=sensitive,
+            parts=None if value is None else value_parts(value)))
+    return entries
+
+
+def swept_values(span: Iterable[tuple[int, Turn]], extracted: set[str],
+                 secrets: Iterable[str] = ()) -> list[str]:
+    """The values the token tier would archive for ``span`` (its non-sensitive tokens not in
+    ``extracted``), first sighting first: what ``firewall replay`` counts one call away,
+    without the entries' context lines and hashes."""
+    secrets = set(secrets)
+    found = sweep(span, extracted, secrets=secrets, index=SecretIndex(list(secrets)))
+    return [token for token, sighting in found.items() if not sighting[6]]
+
+
+def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set[str],
+          index: SecretIndex) -> dict[str, list[Any]]:
+    """The distinct tokens of ``span`` (see the module) not in ``extracted``, read where the
+    gold reads a turn (its text and the string values of its tool calls' arguments), first
+    sighting first: token → [turn, role, text, start, last turn, count, sensitive]. A token
+    that holds a secret, lies inside one, or overlaps where one is written (a secret with a
+    space in it: ``card:4111``) is sensitive."""
+    from ..json_values import decoded, scalar_leaves
+
     short = [s for s in secrets if 0 < len(s) < SECRET_MIN_CHARS]  # masked where found only
     spread = sorted((s for s in set(secrets) | set(index.secrets)
                      if len(s) >= SECRET_MIN_CHARS and _SPLIT_CHAR.search(s)), key=len,
                     reverse=True)
     spanning = re.compile("|".join(map(re.escape, spread))) if spread else None
-    # token → [turn, role, text, start, last turn, count, sensitive]
     seen: dict[str, list[Any]] = {}
     for number, turn in span:
         if turn.role == "system":
@@ -268,23 +300,11 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
                     known[6] = known[6] or hidden
                     continue
                 seen[token] = [number, turn.role, text, m.start(), number, 1, hidden]
-    entries = []
-    for token, (number, role, text, start, last, count, hidden) in seen.items():
-        sensitive = hidden or token in secrets or index.touches(token) or \
+    for token, sighting in seen.items():
+        sighting[6] = sighting[6] or token in secrets or index.touches(token) or \
             ("\\" in token and index.touches(decoded(token))) or \
             any(s in token for s in short)
-        context = None
-        if not sensitive:
-            sighting = Literal(token, SWEPT_RULE, number, role, start, start + len(token))
-            line = context_line(sighting, text, masker, reach)
-            context = None if line is None else escape_surrogates(line)
-        value = None if sensitive else escape_surrogates(token)
-        entries.append(ArchiveEntry(
-            value=value, value_hash=literal_hash(token, key), kind=SWEPT_KIND, rule=SWEPT_RULE,
-            role=role, first_turn=max(number, 0), last_turn=max(last, 0), seen=count,
-            context=context, sensitive=sensitive,
-            parts=None if value is None else value_parts(value)))
-    return entries
+    return seen
 
 
 _ESCAPE = re.compile(r'\\+(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
@@ -549,5 +569,6 @@ def hint_line(count: int, tool: str = "recall") -> str:
 
 
 __all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",
-           "archive_entries", "context_line", "context_match", "hint_line", "swept_entries", "terms",
+           "archive_entries", "context_line", "context_match", "hint_line", "sweep", "swept_entries",
+           "swept_values", "terms",
            "tier_score", "value_parts"]
