@@ -308,8 +308,12 @@ def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set
 
 
 _ESCAPE = re.compile(r'\\+(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
                   "t": "\t"}
+
+
+_ESCAPED_CHARS = frozenset(_SHORT_ESCAPES.values())  # what a short JSON escape stands for
 
 
 def _unescaped(text: str) -> str:
@@ -330,15 +334,18 @@ def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
-    return _Mask(re.compile("|".join(map(re.escape, long)))), len(long[0])
+    return _Mask(re.compile("|".join(map(re.escape, long))), long), len(long[0])
 
 
 class _Mask:
     """The masker of ``_masker`` when there are secrets; ``clean`` tells, once per line, that a
     line holds none, so that no window of it needs masking (most lines of a span)."""
 
-    def __init__(self, plain: re.Pattern[str]) -> None:
+    def __init__(self, plain: re.Pattern[str], secrets: Sequence[str] = ("\\",)) -> None:
         self.plain = plain
+        # no secret holds a character a short JSON escape (\\n, \\", \\/...) stands for:
+        # then, in a text without \\u escapes, a secret its reading holds is written plainly
+        self.plain_reading = not any(c in _ESCAPED_CHARS for s in secrets for c in s)
         self.masked: dict[str, str] = {}  # a short line holding many tokens is masked once
         self.lines: dict[tuple[int, int], tuple[str, bool]] = {}
 
@@ -355,7 +362,11 @@ class _Mask:
         if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
             from ..json_values import spelling_pattern
 
-            spelled = {m.group() for m in self.plain.finditer(_unescaped(text))}
+            # the reading of a text with only short escapes, which no secret holds, holds
+            # exactly the secrets the text holds between them (no surrogate pair to join)
+            read = text if self.plain_reading and "\\u" not in text and \
+                _SURROGATE.search(text) is None else _unescaped(text)
+            spelled = {m.group() for m in self.plain.finditer(read)}
             for secret in sorted(spelled, key=len, reverse=True):
                 text = spelling_pattern(secret).sub(SECRET_MASK, text)
         return self.plain.sub(SECRET_MASK, text)
