@@ -552,3 +552,26 @@ def test_postgres_and_sqlite_split_a_context_line_alike(postgres_url, monkeypatc
                    for name, fw in logs.items()}
         assert answers["sqlite"], query
         assert answers["postgres"] == answers["sqlite"], query
+
+
+@pytest.mark.parametrize("secret", ["sk_live_ABCDEFGH12345678",  # no escaped character
+                                    "WG2x/2kU9vQ7pR4t"])  # a "/", spelled \/ in JSON
+def test_a_window_with_escapes_masks_a_secret_the_same_read_or_not(secret):
+    """A JSON-escaped line (``\\n``, ``\\"``) holding a secret as JSON spells it: the context
+    line masks it, whether the window is read through its escapes (a secret holding an escaped
+    character) or taken as written (one holding none: it is written plainly)."""
+    from firewall.audit.archive import _masker, _unescaped, context_line
+    from firewall.literals import Literal
+
+    spelled = secret.replace("/", "\\/")
+    text = f'{{"out": "key at build 45/100\\nthen \\"{spelled}\\" again\\t8.4MB"}}'
+    mask, reach = _masker({secret})
+    for value in ("45/100", "8.4MB"):
+        at = text.index(value)
+        line = context_line(Literal(value, SWEPT_RULE, 1, "tool", at, at + len(value)),
+                            text, mask, reach)
+        assert line is not None and value in line and "[secret]" in line
+        assert secret not in line and spelled not in line
+        assert secret not in _unescaped(line)
+    # the shortcut is taken only when no secret holds a character an escape stands for
+    assert mask.plain_reading == ("/" not in secret)
