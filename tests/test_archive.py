@@ -534,3 +534,47 @@ def test_compact_and_the_hooks_can_turn_the_token_tier_off(tmp_path, capsys, mon
     assert archive_from_env().tokens
     monkeypatch.setenv("FIREWALL_ARCHIVE_TOKENS", "0")
     assert not archive_from_env().tokens
+
+
+def test_postgres_and_sqlite_split_a_context_line_alike(postgres_url, monkeypatch, tmp_path):
+    """Context words inside a token the PostgreSQL parser would keep whole (``45/100``, a
+    path, a URL, ``snake_case``) find the same lines in both logs, ranked alike."""
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    talk = messages(" Progress 45/100 of shard_seven at https://ci.example.org/run/7788, "
+                    "see docs/guide/setup.md.\nThen ticket TCK-5521 after 3.5MB were sent.")
+    logs = {"sqlite": Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY),
+                               keep_last=1),
+            "postgres": Firewall(audit=postgres_url, keep_last=1)}
+    for fw in logs.values():
+        assert fw.compact(talk, summarize).audit_error is None
+    asked = ["progress 45", "100 shard", "shard seven", "example org", "guide setup",
+             "run 7788", "5MB sent", "ticket sent"]
+    for query in asked:
+        answers = {name: [(h.value, h.score) for h in fw.recall(query, limit=5)]
+                   for name, fw in logs.items()}
+        assert answers["sqlite"], query
+        assert answers["postgres"] == answers["sqlite"], query
+
+
+@pytest.mark.parametrize("secret", ["sk_live_ABCDEFGH12345678",  # no escaped character
+                                    "WG2x/2kU9vQ7pR4t"])  # a "/", spelled \/ in JSON
+def test_a_window_with_escapes_masks_a_secret_the_same_read_or_not(secret):
+    """A JSON-escaped line (``\\n``, ``\\"``) holding a secret as JSON spells it: the context
+    line masks it, whether the window is read through its escapes (a secret holding an escaped
+    character) or taken as written (one holding none: it is written plainly)."""
+    from firewall.audit.archive import _masker, _unescaped, context_line
+    from firewall.literals import Literal
+
+    spelled = secret.replace("/", "\\/")
+    text = f'{{"out": "key at build 45/100\\nthen \\"{spelled}\\" again\\t8.4MB"}}'
+    mask, reach = _masker({secret})
+    for value in ("45/100", "8.4MB"):
+        at = text.index(value)
+        line = context_line(Literal(value, SWEPT_RULE, 1, "tool", at, at + len(value)),
+                            text, mask, reach)
+        assert line is not None and value in line and "[secret]" in line
+        assert secret not in line and spelled not in line
+        assert secret not in _unescaped(line)
+    # the shortcut is taken only when no secret holds a character an escape stands for
+    assert mask.plain_reading == ("/" not in secret)

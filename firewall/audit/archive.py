@@ -144,7 +144,10 @@ def terms(text: str) -> list[str]:
     (``getUserName`` → get, User, Name), so a query's parts line up with a value's."""
     out = []
     for word in _WORD.findall(text):
-        out += [p for p in _CAMEL.split(word) if p]
+        if word.lower() == word:  # no capital letter: nothing for the camelCase split
+            out.append(word)
+        else:
+            out += [p for p in _CAMEL.split(word) if p]
     return out
 
 
@@ -227,46 +230,14 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
                   secrets: set[str], index: SecretIndex,
                   mask: tuple[Callable[[str], str], int]) -> list[ArchiveEntry]:
     """The token tier: one entry per distinct token of ``span`` (see the module) that is not a
-    value of ``extracted``, first sighting first, read where the gold reads a turn (its text
-    and the string values of its tool calls' arguments). A token that holds a secret, lies
-    inside one, or overlaps where one is written (a secret with a space in it: ``card:4111``)
-    is kept only as its hash, like a sensitive literal."""
-    from ..json_values import decoded, scalar_leaves
+    value of ``extracted``, first sighting first (``sweep``); a sensitive one is kept only as
+    its hash, like a sensitive literal."""
     from .keys import escape_surrogates, literal_hash
 
     masker, reach = mask
-    short = [s for s in secrets if 0 < len(s) < SECRET_MIN_CHARS]  # masked where found only
-    spread = sorted((s for s in set(secrets) | set(index.secrets)
-                     if len(s) >= SECRET_MIN_CHARS and _SPLIT_CHAR.search(s)), key=len,
-                    reverse=True)
-    spanning = re.compile("|".join(map(re.escape, spread))) if spread else None
-    # token → [turn, role, text, start, last turn, count, sensitive]
-    seen: dict[str, list[Any]] = {}
-    for number, turn in span:
-        if turn.role == "system":
-            continue
-        texts = [turn.text] + [s for c in turn.tool_calls for _, s in scalar_leaves(c.arguments)]
-        for text in texts:
-            if not text:
-                continue
-            regions = [m.span() for m in spanning.finditer(text)] if spanning else []
-            for m in _TOKEN.finditer(text):
-                token = m.group()
-                if not 4 <= len(token) <= TOKEN_MAX_CHARS or token in extracted:
-                    continue
-                known = seen.get(token)
-                hidden = any(s < m.end() and m.start() < e for s, e in regions)
-                if known is not None:
-                    known[4] = max(known[4], number)
-                    known[5] += 1
-                    known[6] = known[6] or hidden
-                    continue
-                seen[token] = [number, turn.role, text, m.start(), number, 1, hidden]
     entries = []
-    for token, (number, role, text, start, last, count, hidden) in seen.items():
-        sensitive = hidden or token in secrets or index.touches(token) or \
-            ("\\" in token and index.touches(decoded(token))) or \
-            any(s in token for s in short)
+    for token, (number, role, text, start, last, count, sensitive) in \
+            sweep(span, extracted, secrets=secrets, index=index).items():
         context = None
         if not sensitive:
             sighting = Literal(token, SWEPT_RULE, number, role, start, start + len(token))
@@ -281,9 +252,68 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
     return entries
 
 
+def swept_values(span: Iterable[tuple[int, Turn]], extracted: set[str],
+                 secrets: Iterable[str] = ()) -> list[str]:
+    """The values the token tier would archive for ``span`` (its non-sensitive tokens not in
+    ``extracted``), first sighting first: what ``firewall replay`` counts one call away,
+    without the entries' context lines and hashes."""
+    secrets = set(secrets)
+    found = sweep(span, extracted, secrets=secrets, index=SecretIndex(list(secrets)))
+    return [token for token, sighting in found.items() if not sighting[6]]
+
+
+def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set[str],
+          index: SecretIndex) -> dict[str, list[Any]]:
+    """The distinct tokens of ``span`` (see the module) not in ``extracted``, read where the
+    gold reads a turn (its text and the string values of its tool calls' arguments), first
+    sighting first: token → [turn, role, text, start, last turn, count, sensitive]. A token
+    that holds a secret, lies inside one, or overlaps where one is written (a secret with a
+    space in it: ``card:4111``) is sensitive."""
+    from ..json_values import decoded, scalar_leaves
+
+    short = [s for s in secrets if 0 < len(s) < SECRET_MIN_CHARS]  # masked where found only
+    spread = sorted((s for s in set(secrets) | set(index.secrets)
+                     if len(s) >= SECRET_MIN_CHARS and _SPLIT_CHAR.search(s)), key=len,
+                    reverse=True)
+    spanning = re.compile("|".join(map(re.escape, spread))) if spread else None
+    seen: dict[str, list[Any]] = {}
+    for number, turn in span:
+        if turn.role == "system":
+            continue
+        texts = [turn.text] + [s for c in turn.tool_calls for _, s in scalar_leaves(c.arguments)]
+        for text in texts:
+            if not text:
+                continue
+            regions = [m.span() for m in spanning.finditer(text)] if spanning else []
+            for m in _TOKEN.finditer(text):
+                token = m.group()
+                if token in extracted or not 4 <= len(token) <= TOKEN_MAX_CHARS:
+                    continue
+                known = seen.get(token)
+                # most texts hold no secret with a space in it: no region to test
+                hidden = bool(regions) and any(s < m.end() and m.start() < e
+                                               for s, e in regions)
+                if known is not None:
+                    if number > known[4]:
+                        known[4] = number
+                    known[5] += 1
+                    known[6] = known[6] or hidden
+                    continue
+                seen[token] = [number, turn.role, text, m.start(), number, 1, hidden]
+    for token, sighting in seen.items():
+        sighting[6] = sighting[6] or token in secrets or index.touches(token) or \
+            ("\\" in token and index.touches(decoded(token))) or \
+            any(s in token for s in short)
+    return seen
+
+
 _ESCAPE = re.compile(r'\\+(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
                   "t": "\t"}
+
+
+_ESCAPED_CHARS = frozenset(_SHORT_ESCAPES.values())  # what a short JSON escape stands for
 
 
 def _unescaped(text: str) -> str:
@@ -304,28 +334,53 @@ def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
-    from ..json_values import spelling_pattern
+    return _Mask(re.compile("|".join(map(re.escape, long))), long), len(long[0])
 
-    plain = re.compile("|".join(map(re.escape, long)))
-    masked: dict[str, str] = {}  # a short line holding many tokens is masked once
 
-    def mask(text: str) -> str:
+class _Mask:
+    """The masker of ``_masker`` when there are secrets; ``clean`` tells, once per line, that a
+    line holds none, so that no window of it needs masking (most lines of a span)."""
+
+    def __init__(self, plain: re.Pattern[str], secrets: Sequence[str] = ("\\",)) -> None:
+        self.plain = plain
+        # no secret holds a character a short JSON escape (\\n, \\", \\/...) stands for:
+        # then, in a text without \\u escapes, a secret its reading holds is written plainly
+        self.plain_reading = not any(c in _ESCAPED_CHARS for s in secrets for c in s)
+        self.masked: dict[str, str] = {}  # a short line holding many tokens is masked once
+        self.lines: dict[tuple[int, int], tuple[str, bool]] = {}
+
+    def __call__(self, text: str) -> str:
         if len(text) <= 4 * CONTEXT_CHARS:
-            if text not in masked:
-                if len(masked) >= 4096:
-                    masked.clear()
-                masked[text] = spell(text)
-            return masked[text]
-        return spell(text)
+            if text not in self.masked:
+                if len(self.masked) >= 4096:
+                    self.masked.clear()
+                self.masked[text] = self.spell(text)
+            return self.masked[text]
+        return self.spell(text)
 
-    def spell(text: str) -> str:
+    def spell(self, text: str) -> str:
         if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
-            spelled = {m.group() for m in plain.finditer(_unescaped(text))}
+            from ..json_values import spelling_pattern
+
+            # the reading of a text with only short escapes, which no secret holds, holds
+            # exactly the secrets the text holds between them (no surrogate pair to join)
+            read = text if self.plain_reading and "\\u" not in text and \
+                _SURROGATE.search(text) is None else _unescaped(text)
+            spelled = {m.group() for m in self.plain.finditer(read)}
             for secret in sorted(spelled, key=len, reverse=True):
                 text = spelling_pattern(secret).sub(SECRET_MASK, text)
-        return plain.sub(SECRET_MASK, text)
+        return self.plain.sub(SECRET_MASK, text)
 
-    return mask, len(long[0])
+    def clean(self, text: str, start: int, line: str) -> bool:
+        """``line`` (of ``text``, from ``start``) holds no secret in any spelling: no escape
+        to read, and no secret written plainly; so neither does any piece of it."""
+        known = self.lines.get((id(text), start))
+        if known is None or known[0] is not text:  # the text is kept: its id is not reused
+            if len(self.lines) >= 4096:
+                self.lines.clear()
+            known = self.lines[(id(text), start)] = \
+                (text, "\\" not in line and self.plain.search(line) is None)
+        return known[1]
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
@@ -350,7 +405,10 @@ def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
     lo, hi = max(0, at - margin), min(len(line), at + len(lit.value) + margin)
     if reach and "\\" in line[max(0, lo - ESCAPED * reach):hi + ESCAPED * reach]:
         reach *= ESCAPED  # a secret spelled with escapes is longer (\\u0041 for A)
-    window = mask(line[max(0, lo - reach):min(len(line), hi + reach)])
+    window = line[max(0, lo - reach):min(len(line), hi + reach)]
+    clean = getattr(mask, "clean", None)
+    if clean is None or not clean(text, start, line):
+        window = mask(window)
     value_at = window.find(lit.value)
     if value_at < 0:  # the value itself was inside a masked secret: keep only the mask
         return None
@@ -522,5 +580,6 @@ def hint_line(count: int, tool: str = "recall") -> str:
 
 
 __all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",
-           "archive_entries", "context_line", "context_match", "hint_line", "swept_entries", "terms",
+           "archive_entries", "context_line", "context_match", "hint_line", "sweep", "swept_entries",
+           "swept_values", "terms",
            "tier_score", "value_parts"]

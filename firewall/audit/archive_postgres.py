@@ -2,7 +2,10 @@
 
 The same rows and meanings as ``archive_sqlite``; the FTS5 index is two generated ``tsvector``
 columns (``parts_tsv``, ``context_tsv``, the ``simple`` configuration: no stemming, no stop
-words, so a value's parts match as written) under one GIN index. A value may reach 8,192
+words, so a value's parts match as written) under one GIN index; a context line is split into
+runs of letters and digits first, as FTS5 splits it (``CONTEXT_TSV``), so that context words
+find the same lines in both logs (FTS5 also folds diacritics: ``cafe`` finds ``café`` there
+only). A value may reach 8,192
 characters and a B-tree entry about 2.7 kB: the exact, prefix and suffix lookups go through
 indexes on the first 256 characters (``text_pattern_ops``, so ``LIKE 'prefix%'`` uses them)
 and compare the whole value after. psycopg is imported by the caller (``audit_pg``).
@@ -65,6 +68,20 @@ TABLES = (
             last_turn BIGINT NOT NULL,
             reason TEXT NOT NULL
         )""",
+)
+
+# A context line split as FTS5's unicode61 splits it (runs of letters and digits): the
+# ``simple`` parser alone keeps ``45/100``, ``src/app/models.py`` or a URL whole, so that a
+# word of them asked alone would find the line in SQLite and not here. Migration
+# ``m005_archive_context_split`` (an older log's column is made again, and its index).
+CONTEXT_TSV = ("to_tsvector('simple', regexp_replace(coalesce(context, ''), "
+               "'[[:punct:][:space:]]+', ' ', 'g'))")
+SPLIT_CONTEXT = (
+    "DROP INDEX archive_search",
+    "ALTER TABLE archive DROP COLUMN context_tsv",
+    f"ALTER TABLE archive ADD COLUMN context_tsv tsvector GENERATED ALWAYS AS ({CONTEXT_TSV}) "
+    f"STORED",
+    "CREATE INDEX archive_search ON archive USING gin (parts_tsv, context_tsv)",
 )
 
 _COLUMNS = ("value", "kind", "rule", "role", "first_turn", "last_turn", "compaction",

@@ -138,6 +138,9 @@ MIGRATIONS: list[tuple[str, tuple[Statement, ...]]] = [
     # FTS5 in SQLite, tsvector columns with GIN indexes in PostgreSQL
     ("m004_archive", tuple(Dialects(sqlite, None) for sqlite in _archive_sqlite.TABLES)
      + tuple(Dialects(None, postgresql) for postgresql in _archive_pg.TABLES)),
+    # PostgreSQL's context words split as SQLite's FTS5 splits them (``45/100``: 45, 100)
+    ("m005_archive_context_split",
+     tuple(Dialects(None, postgresql) for postgresql in _archive_pg.SPLIT_CONTEXT)),
 ]
 
 

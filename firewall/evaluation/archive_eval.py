@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..audit.archive import (SWEPT_RULE, ArchiveEntry, ArchiveLimits, Query, archive_entries,
-                             terms)
+from ..audit.archive import (SWEPT_KIND, SWEPT_RULE, ArchiveEntry, ArchiveLimits, Query,
+                             archive_entries, terms)
 from ..compaction.ledger import LITERAL_MAX_CHARS
 from ..literals import Literal
 from ..turns import Turn, call_text
@@ -151,8 +151,8 @@ def measure_cut(turns: Sequence[Turn], literals: Sequence[Literal], gold: Sequen
         if occurs(g.literal, context):
             shares.in_context += 1
             shares.addr_in_context += addressing
-        elif occurs(g.literal, ruled) or occurs(g.literal, swept):
-            token = not occurs(g.literal, ruled)
+        elif (holder := archived_by(g.literal, ruled, swept)) is not None:
+            token = holder == SWEPT_KIND
             shares.one_call += 1
             shares.one_call_token += token
             shares.addr_one_call += addressing
@@ -164,6 +164,16 @@ def measure_cut(turns: Sequence[Turn], literals: Sequence[Literal], gold: Sequen
     if away:
         _quality(shares, away, kept, conversation_id)
     return shares, values
+
+
+def archived_by(literal: str, ruled: str, swept: str) -> str | None:
+    """Whether a gold string is one call away, and by which tier: ``"rule"`` when a rule's
+    archived value is it or holds it (``ruled``: those values, one a line), else ``"token"``
+    (``SWEPT_KIND``) when only a swept token does (``swept``), else None (lost). ``eval`` and
+    ``firewall replay`` count their shares with it."""
+    if occurs(literal, ruled):
+        return "rule"
+    return SWEPT_KIND if occurs(literal, swept) else None
 
 
 def _quality(shares: ArchiveShares, away: Sequence[Any], kept: Sequence[ArchiveEntry],

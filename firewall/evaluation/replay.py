@@ -43,6 +43,8 @@ from ..compaction.budget import Budget, parse_budget
 from ..tokens import turn_tokens
 from .evaluate import source_of
 from .gold import SENTENCE_PUNCTUATION, gold_set, id_like, occurs, uses_after
+from .archive_eval import archived_by
+from ..audit.archive import SWEPT_KIND
 from ..formats import parse_messages
 from ..compaction.ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
@@ -120,7 +122,11 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
     ledger = Ledger.new(conversation.id)
     session = _replayed_session(conversation, firewall) if hooks else None
     live = _Live()
-    archived: set[str] = set()  # what an archive of the compactions so far holds
+    # what an archive of the compactions so far holds: the rules' values, and the tokens the
+    # token tier swept from the spans (None: the firewall's archive has the tier off)
+    archived: set[str] = set()
+    limits = getattr(firewall, "archive_limits", None)
+    swept: set[str] | None = None if limits is not None and not limits.tokens else set()
     out = ReplayConversation(id=conversation.id, source=source,
                              messages=len(conversation.turns), window=trigger.window,
                              watermark=trigger.watermark, live_tokens=[])
@@ -141,7 +147,7 @@ def replay_conversation(conversation: Conversation, *, firewall: Any, trigger: T
         compaction = _measure(conversation, live, result, ledger, at=at, number=number,
                               boundary=due.boundary, trigger=trigger, before=before,
                               secrets=secrets, rules=rules, session=session,
-                              archived=archived)
+                              archived=archived, swept=swept)
         out.compactions.append(compaction)
         if contexts is not None:
             contexts(redact({"id": conversation.id, "compaction": number, "k": compaction.k,
@@ -183,9 +189,11 @@ def _count_rereads(conversation: Conversation, compactions: list[ReplayCompactio
 def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledger, *, at: int,
              number: int, boundary: int, trigger: Trigger, before: int, secrets: set[str],
              rules: dict[str, str], session: Any = None,
-             archived: set[str] | None = None) -> ReplayCompaction:
+             archived: set[str] | None = None,
+             swept: set[str] | None = None) -> ReplayCompaction:
     """Replace the live context by the compacted one and measure the compaction, whose span
-    ended before the live context's turn ``boundary``."""
+    ended before the live context's turn ``boundary``. ``archived``/``swept``: the rules'
+    values and the swept tokens archived so far, the compacted turns' tokens added here."""
     old_turns, old_origin = live.turns, live.origin
     if result.compacted:
         by_raw = {id(t.raw): o for t, o in zip(old_turns, old_origin) if t.raw is not None}
@@ -208,6 +216,11 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     # for every message up to the earlier k, so k never goes back
     k = live.covered = max([live.covered, *covered])
     span_tokens = sum(turn_tokens(t) for t, _ in dropped)
+    if swept is not None and dropped:  # the token tier sweeps the compacted turns
+        from ..audit.archive import swept_values
+
+        swept.update(swept_values([(-1 if o is None else o, t) for t, o in dropped],
+                                  set(result.extracted), secrets))
 
     # the ledger alone: every pinned value, whether the block writes it or the summary or the
     # kept turns hold it; its cost is the block's (none: not compacted)
@@ -222,11 +235,15 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
     in_ledger = [occurs(g.literal, ledger_text) for g in gold]
     id_like_at = [i for i, g in enumerate(gold) if g.id_like]
     composed = "\n".join((summary, ledger_text, kept_text))
-    archive_text = "\n".join(sorted(archived or ()))
+    ruled_text = "\n".join(sorted(archived or ()))
+    swept_text = "\n".join(sorted(swept or ()))
+    holders = {g.literal: None if g.literal in secrets else
+               archived_by(g.literal, ruled_text, swept_text)
+               for g, fate in zip(gold, fates) if fate == "lost"}
     lost = [GoldFate(value=SENSITIVE if g.literal in secrets else g.literal,
                      rule=rules.get(g.literal), fate="lost", uses_after=uses[g.literal],
                      bare=_held_bare(g.literal, composed),
-                     archived=g.literal not in secrets and occurs(g.literal, archive_text))
+                     archived=holders[g.literal] is not None)
             for g, fate in zip(gold, fates) if fate == "lost"]
     lost.sort(key=lambda f: -f.uses_after)
     report = result.report()
@@ -248,6 +265,8 @@ def _measure(conversation: Conversation, live: _Live, result: Any, ledger: Ledge
                                       len(id_like_at)),
         recall_ledger_id_like=_share(sum(in_ledger[i] for i in id_like_at), len(id_like_at)),
         one_call_id_like=sum(f.archived and id_like(f.value) for f in lost),
+        one_call_token_id_like=sum(holders[g.literal] == SWEPT_KIND and id_like(g.literal)
+                                   for g, fate in zip(gold, fates) if fate == "lost"),
         **hooked)
 
 
@@ -320,6 +339,7 @@ class Totals:
     below_target: int = 0  # compactions whose composed ID-like recall is under RECALL_TARGET
     lost_id_like_bare: int = 0  # ID-like gold lost as written but held without its end mark
     one_call_id_like: int = 0  # ID-like gold lost from the context but in the archive
+    one_call_token_id_like: int = 0  # of those, held by a swept token only (the token tier)
     min_recall_id_like: float | None = None
     max_share: float | None = None
     hooks: HookTotals = field(default_factory=lambda: HookTotals())
@@ -343,6 +363,7 @@ class Totals:
             self.kept_id_like += round((c.recall_context_id_like or 0) * (c.gold_id_like or 0))
             self.lost_id_like_bare += sum(f.bare and id_like(f.value) for f in c.losses)
             self.one_call_id_like += c.one_call_id_like or 0
+            self.one_call_token_id_like += c.one_call_token_id_like or 0
             if c.recall_context_id_like is not None:
                 self.below_target += c.recall_context_id_like < RECALL_TARGET
                 self.min_recall_id_like = min(c.recall_context_id_like,
@@ -455,7 +476,9 @@ def format_totals(t: Totals, trigger: Trigger) -> str:
         f"ID-like gold lost: {t.gold_id_like - t.kept_id_like}, of which {t.lost_id_like_bare}"
         f" held without the punctuation that ends the gold token ('L031' for 'L031:')",
         f"the archive: ID-like gold in the context {_pct(_share(t.kept_id_like, t.gold_id_like))}"
-        f" %, one recall call away {_pct(_share(t.one_call_id_like, t.gold_id_like))} %, lost "
+        f" %, one recall call away {_pct(_share(t.one_call_id_like, t.gold_id_like))} % (of "
+        f"which held by a swept token only, the token tier: "
+        f"{_pct(_share(t.one_call_token_id_like, t.gold_id_like))} %), lost "
         f"{_pct(_share(t.gold_id_like - t.kept_id_like - t.one_call_id_like, t.gold_id_like))}"
         f" %",
         f"composed-context strict recall {_pct(_share(t.kept, t.gold))} % of {t.gold} gold; "
@@ -486,13 +509,16 @@ class ReplayTask:
     contexts: bool
     placeholders: bool = False  # secrets go to the summarizer as placeholders, as compact's
     salience: Any = None  # a Salience; None: the built-in one
+    archive_tokens: bool = True  # count the archive's token tier one call away too
 
     def setup(self) -> tuple[Any, Any]:
+        from ..audit.archive import ArchiveLimits
         from ..compaction.guard import Firewall
         from ..options import summarizer_from_args
 
         return (Firewall(self.packs, budget_tokens=self.budget, keep_last=self.keep_last,
-                         placeholders=self.placeholders, salience=self.salience),
+                         placeholders=self.placeholders, salience=self.salience,
+                         archive=ArchiveLimits(tokens=self.archive_tokens)),
                 summarizer_from_args(self.summarizer))
 
     def __call__(self, state: tuple[Any, Any], path: str, conversation: Conversation
@@ -517,7 +543,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                     base_url=args.base_url)
     task = ReplayTask(packs_from_args(args), args.budget, args.keep_last, trigger, summarizer,
                       contexts=bool(args.contexts), placeholders=args.placeholders,
-                      salience=salience_from_args(args))
+                      salience=salience_from_args(args),
+                      archive_tokens=getattr(args, "archive_tokens", True))
     out: IO[str] | None = open(args.contexts, "w", encoding="utf-8") if args.contexts else None
     totals = Totals()
     try:
@@ -592,7 +619,8 @@ secret is written {SENSITIVE}). Exit 1 when a bad input line was skipped, 2 on a
 
 def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``firewall replay`` on the CLI's subparsers."""
-    from ..options import (add_dask_option, add_fail_fast_option, add_keep_last_option,
+    from ..options import (add_archive_tokens_option, add_dask_option, add_fail_fast_option,
+                          add_keep_last_option,
                           add_placeholders_option, add_rules_option, add_salience_option,
                           add_summarizer_options,
                           add_tokens_option, non_negative)
@@ -625,6 +653,7 @@ def add_replay_command(subparsers: Any) -> argparse.ArgumentParser:
                              f"{str(Budget()).replace('%', '%%')}), tokens, or a share of each "
                              f"compacted span, e.g. 5%%")
     add_salience_option(parser)
+    add_archive_tokens_option(parser)
     parser.add_argument("--json", action="store_true",
                         help="one JSON line per conversation (firewall.replaylog) instead of "
                              "the table")

@@ -78,6 +78,9 @@ class ReplayCompaction(_Strict):
     one_call_id_like: int | None = Field(
         None, description="ID-like gold lost from the context but in the archive (one recall "
                           "call away); in context + one call away + lost = gold_id_like")
+    one_call_token_id_like: int | None = Field(
+        None, description="of one_call_id_like, the gold only a token the archive's token tier "
+                          "swept holds (no rule's value)")
 
 
 class ReplayConversation(_Strict):
