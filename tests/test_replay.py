@@ -444,7 +444,7 @@ def test_gold_the_context_lost_is_one_recall_call_away_when_archived(capsys):
 
 
 def test_one_call_away_counts_the_tokens_the_token_tier_swept_as_eval_does():
-    """A token no rule extracts (``45/100``) that a compacted span held and a later call
+    """A token no rule extracts (a range, ``35-90``) that a compacted span held and a later call
     passes is one call away through the token tier (counted apart), and lost with it off."""
     from firewall.audit.archive import ArchiveLimits
 
@@ -452,10 +452,10 @@ def test_one_call_away_counts_the_tokens_the_token_tier_swept_as_eval_does():
     tool_results = 0
     for m in messages:
         if m["role"] == "tool":
-            m["content"] += f" progress {tool_results + 3}5/100 done"
+            m["content"] += f" pages {tool_results + 3}5-90 done"
             tool_results += 1
         if m.get("tool_calls") and tool_results >= 2:  # passes the token of two rounds before
-            m["tool_calls"][0]["arguments"]["progress"] = f"{tool_results + 1}5/100"
+            m["tool_calls"][0]["arguments"]["pages"] = f"{tool_results + 1}5-90"
     runs = {}
     for tokens in (True, False):
         tight = Firewall(None, keep_last=1, budget_tokens=1,
@@ -468,11 +468,11 @@ def test_one_call_away_counts_the_tokens_the_token_tier_swept_as_eval_does():
     on, off = runs[True], runs[False]
     assert on and len(on) == len(off)
     for with_tier, without in zip(on, off):
-        swept = [f.value for f in with_tier.losses if f.archived and f.value.endswith("/100")]
+        swept = [f.value for f in with_tier.losses if f.archived and f.value.endswith("5-90")]
         assert swept and with_tier.one_call_token_id_like == len(swept)
         assert with_tier.one_call_id_like == without.one_call_id_like + len(swept)
         assert without.one_call_token_id_like == 0
-        assert not any(f.archived for f in without.losses if f.value.endswith("/100"))
+        assert not any(f.archived for f in without.losses if f.value.endswith("5-90"))
     totals = Totals()
     for c in on:
         totals.add(ReplayConversation(id="s1", source="", messages=1, window=1, watermark=0.8,
