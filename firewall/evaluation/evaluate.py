@@ -130,7 +130,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         held = firewall.pin(beside, turns[start:k + 1], offset=start,
                             budget=firewall.budget_for(turns[live:k + 1], budget),
                             beside=[agent_summary]).held
-        beside_block = beside.render(held)
+        # no entry left, no block: the hooks write none either
+        beside_block = beside.render(held) if len(beside) else ""
         text = ctx(agent_summary, beside_block, decoded_values(beside))[0]
         cut.contexts["agent+ledger"] = (text, count_tokens(agent_summary)
                                         + count_tokens(beside_block))
