@@ -318,6 +318,34 @@ def test_postgres_ranks_context_words_as_sqlite_does(pg_fw):
     assert_the_value_beside_the_words_ranks_first(pg_fw)
 
 
+def assert_a_camelcase_names_part_finds_its_line(fw):
+    # the index keeps UnicodeEncodeError whole while a query's words are cut at camelCase:
+    # "Unicode Encode" must still find its line, though 60 newer lines hold one of the words
+    decoys = "\n".join(f"encode retry {i} for ORD-6{i:03d}-1{i:04d}" for i in range(60))
+    result = fw.compact(messages("\nUnicodeEncodeError raised for ORD-5555-55555\n" + decoys),
+                        summarize)
+    assert result.audit_error is None
+    assert "UnicodeEncodeError" in [h.value for h in fw.recall("UnicodeEncodeError")]
+    hits = fw.recall("Unicode Encode", limit=5)
+    assert "ORD-5555-55555" in [h.value for h in hits], hits
+
+
+def test_a_camelcase_names_part_finds_its_line_by_context_words(fw):
+    assert_a_camelcase_names_part_finds_its_line(fw)
+
+
+def test_postgres_finds_a_camelcase_names_line_as_sqlite_does(pg_fw):
+    assert_a_camelcase_names_part_finds_its_line(pg_fw)
+
+
+def test_compounds_are_the_index_tokens_holding_a_word():
+    from firewall.audit.archive import compounds
+
+    assert compounds("Encode", ["UnicodeEncodeError", "x.encode", "encoder_v2/Encodes"]) == \
+        ["unicodeencodeerror", "encoder", "encodes"]
+    assert compounds("node", ["NodeNG", "node"]) == ["nodeng"]
+
+
 def test_proximity_counts_the_words_around_a_value_not_inside_it():
     from firewall.audit.archive import PROXIMITY_CHARS, proximity
 

@@ -473,6 +473,26 @@ def context_terms(words: Sequence[str]) -> list[str]:
     return kept or list(words)
 
 
+COMPOUND_VALUES = 20  # values a context word's compounds are read from, newest first
+
+
+def compounds(word: str, values: Iterable[str]) -> list[str]:
+    """The index tokens of ``values`` (runs of letters and digits, lowercased: how FTS5 and
+    the split ``tsvector`` cut a line) that hold ``word`` inside a longer one:
+    ``unicodeencodeerror`` for ``Encode``. A query's words are cut at camelCase (``terms``)
+    while a line's index keeps ``UnicodeEncodeError`` whole, so a line holding it (as
+    ``context_match`` counts: a substring) would be found by no word; the values whose parts
+    hold the word (``UnicodeEncodeError`` is a literal of the archive too) name the tokens
+    to ask for beside it."""
+    low = word.lower()
+    found: list[str] = []
+    for value in values:
+        for token in _WORD.findall(value.lower()):
+            if low in token and token != low and token not in found:
+                found.append(token)
+    return found
+
+
 def context_match(asked: Sequence[str], context: str | None,
                   value: str | None = None) -> tuple[str, float]:
     """The tier and score of a context line: ``context`` when it holds every asked word,
@@ -580,6 +600,6 @@ def hint_line(count: int, tool: str = "recall") -> str:
 
 
 __all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",
-           "archive_entries", "context_line", "context_match", "hint_line", "sweep", "swept_entries",
+           "archive_entries", "compounds", "context_line", "context_match", "hint_line", "sweep", "swept_entries",
            "swept_values", "terms",
            "tier_score", "value_parts"]

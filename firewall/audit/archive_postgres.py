@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .archive import (CANDIDATES, CONTEXT_CANDIDATES, DROPPED_FIELDS, ROW_FIELDS, SCORES,
-                      SWEPT_RULE, ArchiveEntry,
+from .archive import (CANDIDATES, COMPOUND_VALUES, CONTEXT_CANDIDATES, DROPPED_FIELDS,
+                      ROW_FIELDS, SCORES, SWEPT_RULE, ArchiveEntry, compounds,
                       ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
                       rank, tier_score)
 from .archive_sqlite import ArchiveWrite
@@ -241,6 +241,12 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
     asked = [w.lower() for w in context_terms(words)]
     ruled = any(rows[k][2] != SWEPT_RULE for k in found)
     if asked and (not ruled or (" " in text and not enough())):
+        # each word, or a longer token holding it (a camelCase name's part: ``compounds``)
+        values = f"SELECT a.value FROM archive a WHERE a.parts_tsv @@ to_tsquery('simple', %s) " \
+                 f"AND {filters} ORDER BY a.id DESC LIMIT %s"
+        spelled = ["(" + " | ".join([w, *compounds(w, (
+            row[0] for row in conn.execute(values, [w, *params, COMPOUND_VALUES]).fetchall()))])
+            + ")" for w in asked]
         joiners = ("&", "|") if len(asked) > 1 else ("&",)
         for i, joiner in enumerate(joiners):
             for swept in (False, True):
@@ -248,7 +254,7 @@ def recall(conn: Any, query: Query) -> list[ArchiveHit]:
                     take("context", f"SELECT {select} FROM archive a WHERE a.context_tsv @@ "
                                     f"to_tsquery('simple', %s) AND {{filters}} "
                                     f"ORDER BY a.id DESC LIMIT %s",
-                         [f" {joiner} ".join(asked)],
+                         [f" {joiner} ".join(spelled)],
                          lambda row: context_match(asked, row[8], row[0]),
                          CONTEXT_CANDIDATES, swept=swept)
     return [ArchiveHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],

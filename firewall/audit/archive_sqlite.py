@@ -17,8 +17,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .archive import (CANDIDATES, CONTEXT_CANDIDATES, DROPPED_FIELDS, ROW_FIELDS, SCORES,
-                      SWEPT_RULE, ArchiveEntry,
+from .archive import (CANDIDATES, COMPOUND_VALUES, CONTEXT_CANDIDATES, DROPPED_FIELDS,
+                      ROW_FIELDS, SCORES, SWEPT_RULE, ArchiveEntry, compounds,
                       ArchiveHit, ArchiveLimits, Query, better, context_match, context_terms,
                       phrase, rank, tier_score)
 
@@ -247,13 +247,18 @@ def recall(conn: sqlite3.Connection, query: Query) -> list[ArchiveHit]:
         def relevance(row: sqlite3.Row) -> tuple[str, float]:
             return context_match(asked, row["context"], row["value"])
 
+        # each word, or a longer token holding it (a camelCase name's part: ``compounds``)
+        values = f"SELECT a.value FROM archive_parts f JOIN archive a ON a.id = f.rowid " \
+                 f"WHERE archive_parts MATCH ? AND {filters} ORDER BY f.rowid DESC LIMIT ?"
+        spelled = ["(" + " OR ".join(phrase([t]) for t in [w, *compounds(w, (
+            row[0] for row in conn.execute(values, [phrase([w]), *params, COMPOUND_VALUES])))])
+            + ")" for w in asked]
         # lines holding every word (the rules' literals, then swept tokens), then some of them
         joiners = (" AND ", " OR ") if len(asked) > 1 else (" AND ",)
         for i, joiner in enumerate(joiners):
             for swept in (False, True):
                 if (i == 0 and not swept) or not enough():
-                    take("context", fts("archive_context"),
-                         [joiner.join(phrase([w]) for w in asked)], relevance,
+                    take("context", fts("archive_context"), [joiner.join(spelled)], relevance,
                          CONTEXT_CANDIDATES, swept=swept)
     hits = []
     for key in rank(found, query.limit):
