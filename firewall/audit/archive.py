@@ -22,10 +22,12 @@ A context line has every secret the scan found replaced by ``[secret]`` before i
 
 Ranking, best first: the exact value, then a value the query begins or ends (an id's prefix, a
 path's base name), then a whole part (a path segment, a snake_case/camelCase/dotted part: the
-FTS index's tokens, as a phrase), then a part the query begins, then, only when no value matched, context words (a line holding all of them, then one holding
-some: the share of them it holds, then the value nearest them in its line, then shorter lines:
-BM25 without its IDF, which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each tier gives a score in its own band
-(``SCORES``), so a better tier always ranks first.
+FTS index's tokens, as a phrase), then a part the query begins, then, only when no value
+matched, context words (each word, or a longer token of the line holding it: a camelCase name's
+part, see ``compounds``; a line holding all of them, then one holding some: the share of them
+it holds, then the value nearest them in its line, then shorter lines: BM25 without its IDF,
+which a common word would make a scan); recency (last compaction, last turn) breaks ties. Each
+tier gives a score in its own band (``SCORES``), so a better tier always ranks first.
 
 This module holds the model, the entries a compaction writes, and the query plan; the stores
 are ``archive_sqlite`` (FTS5, in the SQLite audit log) and ``archive_pg`` (PostgreSQL).
