@@ -602,6 +602,5 @@ def hint_line(count: int, tool: str = "recall") -> str:
 
 
 __all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",
-           "archive_entries", "compounds", "context_line", "context_match", "hint_line", "sweep", "swept_entries",
-           "swept_values", "terms",
-           "tier_score", "value_parts"]
+           "archive_entries", "compounds", "context_line", "context_match", "hint_line", "sweep",
+           "swept_entries", "swept_values", "terms", "tier_score", "value_parts"]
