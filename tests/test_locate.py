@@ -171,6 +171,26 @@ def test_each_branch_of_an_alternation_keeps_its_own_lookarounds():
     assert locator_source(r"a|(?<=x)") == (r"a|(?<=x)", 0)
 
 
+def test_locators_hold_no_capturing_groups_and_find_the_same_matches():
+    """Only where a match starts is read: RE2 would run a slower engine to fill groups in."""
+    from firewall.extraction.regex_syntax import without_captures
+
+    assert without_captures(r"(a)(?:b)(?P<x>c)(?<y>d)[(]\((?=e)(?<!g)(?i:h)") == \
+        r"(?:a)(?:b)(?:c)(?:d)[(]\((?=e)(?<!g)(?i:h)"
+    pattern = r"(?<![\w.])(?P<literal>[a-z]\w*(?:\.([a-z]\w*)){1,3})(?![\w(])"
+    compiled = regex.compile(pattern)
+    locator = build_locator(pattern, 0, compiled)
+    assert locator.match.__self__.NumberOfCapturingGroups() == 0
+    assert locator.umatch.__self__.NumberOfCapturingGroups() == 0
+    for text in ("call os.path.join(x) then read a.b and c.d.e.f.g x.y",
+                 "call os.path.join(x) then read a.b and é.f, c.d.e.f.g x.y"):
+        want = [m.span("literal") for m in compiled.finditer(text)]
+        assert len(want) >= 3
+        for data in {ascii_bytes(text), None}:  # the ASCII locator and the widened one
+            assert [m.span("literal")
+                    for m in locator.finditer(compiled, text, data, 5.0)] == want
+
+
 def test_patterns_that_can_match_empty_get_no_locator():
     for pattern in (r"a*", r"(?<!x)\b", r"(?:ab)?"):
         assert build_locator(pattern, 0, regex.compile(pattern)) is None
