@@ -265,7 +265,14 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
                 i += 1
             if run:
                 merged = _merge(run, flags)
-                rest.append(merged if merged is not None else f"(?:{run[0]})")
+                ahead = merged if merged is not None else f"(?:{run[0]})"
+                # the lookaheads, or what the pattern consumes after them (its own lookarounds
+                # dropped by ``relax``): the latter when only it needs a symbol such as "/"
+                after = "".join(it.text for it in items[i:])
+                if after and _needs_symbol(after, flags) and not _needs_symbol(ahead, flags) \
+                        and relax(after, ignorecase=bool(flags & regex.IGNORECASE)) is not None:
+                    ahead = after
+                rest.append(ahead)
                 break  # the rest of the pattern is dropped: matches only widen
             continue
         rest.append(it.text)
@@ -273,6 +280,36 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if not rest:
         return None
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
+
+
+def _needs_symbol(source: str, flags: int) -> bool:
+    """Does every match of ``source`` hold a symbol given in it (``/``, ``:``, ``@``, ``.``:
+    one ASCII character, neither a letter nor a digit; every branch of an alternation one)?
+    Such a locator stops far less often than one that needs only word characters."""
+    items = _items(source)
+    if items is None:
+        return False
+    if any(it.kind == "alt" for it in items):
+        branches: list[list[_Item]] = [[]]
+        for it in items:
+            if it.kind == "alt":
+                branches.append([])
+            else:
+                branches[-1].append(it)
+        return all(branch and _needs_symbol("".join(it.text for it in branch), flags)
+                   for branch in branches)
+    for it in items:
+        if it.kind != "atom" or _nullable_quant(it.quant):
+            continue
+        if it.atom.startswith("("):
+            inner = _group_body(it.atom)
+            if inner is not None and _needs_symbol(inner[0], flags | inner[1]):
+                return True
+        elif _single(it.atom):
+            members = _ascii_members(it.atom, flags)
+            if members and len(members) == 1 and not members.isalnum():
+                return True
+    return False
 
 
 def _alternation_source(pattern: str, items: list[_Item], flags: int) -> tuple[str, int]:
