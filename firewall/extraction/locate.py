@@ -282,6 +282,17 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
 
 
+def _branches(items: list[_Item]) -> list[list[_Item]]:
+    """The branches of a top-level alternation, each its items."""
+    branches: list[list[_Item]] = [[]]
+    for it in items:
+        if it.kind == "alt":
+            branches.append([])
+        else:
+            branches[-1].append(it)
+    return branches
+
+
 def _needs_symbol(source: str, flags: int) -> bool:
     """Does every match of ``source`` hold a symbol given in it (``/``, ``:``, ``@``, ``.``:
     one ASCII character, neither a letter nor a digit; every branch of an alternation one)?
@@ -290,14 +301,8 @@ def _needs_symbol(source: str, flags: int) -> bool:
     if items is None:
         return False
     if any(it.kind == "alt" for it in items):
-        branches: list[list[_Item]] = [[]]
-        for it in items:
-            if it.kind == "alt":
-                branches.append([])
-            else:
-                branches[-1].append(it)
         return all(branch and _needs_symbol("".join(it.text for it in branch), flags)
-                   for branch in branches)
+                   for branch in _branches(items))
     for it in items:
         if it.kind != "atom" or _nullable_quant(it.quant):
             continue
@@ -318,14 +323,8 @@ def _alternation_source(pattern: str, items: list[_Item], flags: int) -> tuple[s
     whose locator consumes no character before its candidate gets any one character (or the
     start of the text) in front, so that all share one offset. The whole pattern when a branch
     has no locator of its own."""
-    branches: list[list[_Item]] = [[]]
-    for it in items:
-        if it.kind == "alt":
-            branches.append([])
-        else:
-            branches[-1].append(it)
     derived = []
-    for branch in branches:
+    for branch in _branches(items):
         source = "".join(it.text for it in branch)
         found = locator_source(source, flags) if source else None
         if found is None:
