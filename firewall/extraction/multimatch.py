@@ -287,7 +287,7 @@ def _start_child(path: Path, expressions: list[tuple[int, bytes]], size: int,
     file, written here, says what to compile and that a compile is under way: a second process
     asking for the same database waits for that one); None when none can be started (no
     POSIX sessions, no writable cache: then a thread compiles it)."""
-    if os.name != "posix":
+    if os.name != "posix" or not sys.executable:  # an embedded interpreter: no child
         return None
     job = _job_path(path)
     try:
