@@ -153,6 +153,23 @@ def test_a_one_character_lookahead_and_a_run_lookahead_become_one_run():
     assert locator_source(r"(?=a)(?=[ab]{1,3})\w+")[0] == "a[ab]{0,2}"
 
 
+def test_a_locator_takes_what_follows_the_lookaheads_when_only_that_needs_a_symbol():
+    """A lookahead that any word passes (four word characters) stops at every word; what the
+    pattern consumes after it needs a "/": that locates it (its own lookarounds dropped)."""
+    pattern = r"(?<![\w./-])(?=[\w./-]{3}[\w/-])[A-Za-z]\w{0,39}(?<!-)(?:/[A-Za-z]\w{0,39}){1,2}(?![\w/])"
+    source, shift = locator_source(pattern)
+    assert (source, shift) == (r"(?:\A|[^\w./-])[A-Za-z]\w{0,39}(?<!-)(?:/[A-Za-z]\w{0,39}){1,2}(?![\w/])", 1)
+    # a lookahead that needs a symbol itself is kept, as before
+    assert locator_source(r"(?=\w{0,9}\.)\w+:")[0] == r"(?:\w{0,9}\.)"
+    compiled = regex.compile(pattern)
+    locator = build_locator(pattern, 0, compiled)
+    for text in ("read src/main then lib/x/y/z and a/b, x-y/z ok/ /abs/path", "é tcp/ip et ux/ui"):
+        want = [m.span() for m in compiled.finditer(text)]
+        assert want
+        for data in {ascii_bytes(text), None}:
+            assert [m.span() for m in locator.finditer(compiled, text, data, 5.0)] == want
+
+
 def test_each_branch_of_an_alternation_keeps_its_own_lookarounds():
     """A branch's lookahead narrows its locator (a word must stand before a comma), and
     branches with and without a consumed character before the candidate share one offset."""
@@ -169,6 +186,26 @@ def test_each_branch_of_an_alternation_keeps_its_own_lookarounds():
         assert [m.span() for m in locator.finditer(compiled, text, data, 5.0)] == want
     # a branch without a locator of its own: the whole pattern, as before
     assert locator_source(r"a|(?<=x)") == (r"a|(?<=x)", 0)
+
+
+def test_locators_hold_no_capturing_groups_and_find_the_same_matches():
+    """Only where a match starts is read: RE2 would run a slower engine to fill groups in."""
+    from firewall.extraction.regex_syntax import without_captures
+
+    assert without_captures(r"(a)(?:b)(?P<x>c)(?<y>d)[(]\((?=e)(?<!g)(?i:h)") == \
+        r"(?:a)(?:b)(?:c)(?:d)[(]\((?=e)(?<!g)(?i:h)"
+    pattern = r"(?<![\w.])(?P<literal>[a-z]\w*(?:\.([a-z]\w*)){1,3})(?![\w(])"
+    compiled = regex.compile(pattern)
+    locator = build_locator(pattern, 0, compiled)
+    assert locator.match.__self__.NumberOfCapturingGroups() == 0
+    assert locator.umatch.__self__.NumberOfCapturingGroups() == 0
+    for text in ("call os.path.join(x) then read a.b and c.d.e.f.g x.y",
+                 "call os.path.join(x) then read a.b and é.f, c.d.e.f.g x.y"):
+        want = [m.span("literal") for m in compiled.finditer(text)]
+        assert len(want) >= 3
+        for data in {ascii_bytes(text), None}:  # the ASCII locator and the widened one
+            assert [m.span("literal")
+                    for m in locator.finditer(compiled, text, data, 5.0)] == want
 
 
 def test_patterns_that_can_match_empty_get_no_locator():

@@ -133,3 +133,38 @@ def test_the_databases_keep_case_insensitive_rules_regex_folds_beyond_ascii(tmp_
             rule.locator = locator
         assert got == sorted(expected), text
         assert got, text
+
+
+def test_a_process_that_exits_at_once_still_leaves_the_database_for_the_next(tmp_path,
+                                                                            monkeypatch):
+    """A hook or one CLI command exits long before a compile ends: the compile goes on in a
+    detached child, which stores the database, so the next process loads it at once."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys\n"
+        "from firewall.extraction import prefilter\n"
+        "from firewall.extraction.extract import Extractor\n"
+        "from firewall.extraction.packs import Pack, parse_pack\n"
+        "spec = parse_pack(sys.stdin.read())\n"
+        "pack = Pack(name=spec.name, version=spec.version, rules=tuple(spec.rules),\n"
+        "            owners=(spec.name,) * len(spec.rules))\n"
+        "extractor = Extractor([pack])\n"
+        "extractor.scan_text('x' * prefilter.MULTIMATCH_AFTER, 'user')  # asks for them\n"
+        "assert extractor._prefilter._multimatch(False) is None  # not ready: exits now\n")
+    env = {**os.environ, "FIREWALL_CACHE_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", script], input=PACK, text=True, env=env, check=True,
+                   timeout=120)
+    folder = tmp_path / "hyperscan"
+    deadline = time.monotonic() + 120
+    while (not list(folder.glob("*.hsdb")) or list(folder.glob("*.job"))) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(folder.glob("*.hsdb")) and not list(folder.glob("*.job"))
+    monkeypatch.setenv("FIREWALL_CACHE_DIR", str(tmp_path))
+    extractor = Extractor([pack_from(PACK)])
+    extractor._prefilter._seen = 10**9  # past the threshold: asks for it, loads it at once
+    assert extractor._prefilter._multimatch(False) is not None

@@ -32,7 +32,7 @@ from typing import Any
 
 import regex
 
-from .regex_syntax import BOUND, INLINE_FLAGS, group_end, relax
+from .regex_syntax import BOUND, INLINE_FLAGS, group_end, relax, without_captures
 
 try:
     import re2
@@ -47,6 +47,7 @@ BYTES_PER_CANDIDATE = 48
 # locator's match can be long): past this many times the text's length, the ordinary scan
 RESCAN_FACTOR = 4
 _ASCII = [chr(c) for c in range(128)]
+_UNANCHORED = re2._Anchor.UNANCHORED if re2 is not None else None
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,14 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
                 i += 1
             if run:
                 merged = _merge(run, flags)
-                rest.append(merged if merged is not None else f"(?:{run[0]})")
+                ahead = merged if merged is not None else f"(?:{run[0]})"
+                # the lookaheads, or what the pattern consumes after them (its own lookarounds
+                # dropped by ``relax``): the latter when only it needs a symbol such as "/"
+                after = "".join(it.text for it in items[i:])
+                if after and _needs_symbol(after, flags) and not _needs_symbol(ahead, flags) \
+                        and relax(after, ignorecase=bool(flags & regex.IGNORECASE)) is not None:
+                    ahead = after
+                rest.append(ahead)
                 break  # the rest of the pattern is dropped: matches only widen
             continue
         rest.append(it.text)
@@ -274,20 +282,49 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
 
 
-def _alternation_source(pattern: str, items: list[_Item], flags: int) -> tuple[str, int]:
-    """``locator_source`` of a top-level alternation: each branch's own locator, so that a
-    branch's lookarounds still narrow it (a word that must stand before a comma); a branch
-    whose locator consumes no character before its candidate gets any one character (or the
-    start of the text) in front, so that all share one offset. The whole pattern when a branch
-    has no locator of its own."""
+def _branches(items: list[_Item]) -> list[list[_Item]]:
+    """The branches of a top-level alternation, each its items."""
     branches: list[list[_Item]] = [[]]
     for it in items:
         if it.kind == "alt":
             branches.append([])
         else:
             branches[-1].append(it)
+    return branches
+
+
+def _needs_symbol(source: str, flags: int) -> bool:
+    """Does every match of ``source`` hold a symbol given in it (``/``, ``:``, ``@``, ``.``:
+    one ASCII character, neither a letter nor a digit; every branch of an alternation one)?
+    Such a locator stops far less often than one that needs only word characters."""
+    items = _items(source)
+    if items is None:
+        return False
+    if any(it.kind == "alt" for it in items):
+        return all(branch and _needs_symbol("".join(it.text for it in branch), flags)
+                   for branch in _branches(items))
+    for it in items:
+        if it.kind != "atom" or _nullable_quant(it.quant):
+            continue
+        if it.atom.startswith("("):
+            inner = _group_body(it.atom)
+            if inner is not None and _needs_symbol(inner[0], flags | inner[1]):
+                return True
+        elif _single(it.atom):
+            members = _ascii_members(it.atom, flags)
+            if members and len(members) == 1 and not members.isalnum():
+                return True
+    return False
+
+
+def _alternation_source(pattern: str, items: list[_Item], flags: int) -> tuple[str, int]:
+    """``locator_source`` of a top-level alternation: each branch's own locator, so that a
+    branch's lookarounds still narrow it (a word that must stand before a comma); a branch
+    whose locator consumes no character before its candidate gets any one character (or the
+    start of the text) in front, so that all share one offset. The whole pattern when a branch
+    has no locator of its own."""
     derived = []
-    for branch in branches:
+    for branch in _branches(items):
         source = "".join(it.text for it in branch)
         found = locator_source(source, flags) if source else None
         if found is None:
@@ -448,38 +485,70 @@ class Locator:
                  timeout: float) -> Iterator[Any]:
         """``pattern.finditer(text)``; ``data``: ``text`` as ASCII bytes RE2 agrees on, or
         None (then the widened locator runs on the UTF-8 bytes)."""
-        deadline = time.monotonic() + timeout
-        shift, anchor = self.shift, re2._Anchor.UNANCHORED
         if data is not None:
-            match, chars = self.match, None
-        elif self.umatch is not None and _encodable(text):
-            match, data, chars = self.umatch, text.encode("utf-8"), text
-            if self.ushift >= 0:
-                shift = self.ushift
-        else:
+            return self._ascii_finditer(pattern, text, data, timeout)
+        return self._wide_finditer(pattern, text, timeout)
+
+    def _ascii_finditer(self, pattern: regex.Pattern[str], text: str, data: bytes,
+                        timeout: float) -> Iterator[Any]:
+        """``finditer`` on ASCII text (byte offsets are character offsets): the loop below
+        with its UTF-8 bookkeeping left out, as most text takes this path."""
+        monotonic = time.monotonic
+        deadline = monotonic() + timeout
+        shift, anchor, locate, confirm = self.shift, _UNANCHORED, self.match, pattern.match
+        n, pos, tried, scanned = len(data), 0, 0, 0
+        rescan = RESCAN_FACTOR * n + 4096
+        while pos <= n:
+            start = pos - shift if pos else 0
+            q, q_end = locate(anchor, data, start, n)[0]
+            if q < 0:
+                return
+            scanned += q_end - start
+            c = q + shift if q else 0
+            if c < pos:
+                c = pos
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise TimeoutError("regex timed out")
+            tried += 1
+            if (tried > MIN_CANDIDATES and tried * BYTES_PER_CANDIDATE > c) or scanned > rescan:
+                yield from pattern.finditer(text, c, timeout=remaining)
+                return
+            m = confirm(text, c, timeout=remaining)
+            if m is None:
+                pos = c + 1
+            else:
+                yield m
+                pos = m.end()
+
+    def _wide_finditer(self, pattern: regex.Pattern[str], text: str,
+                       timeout: float) -> Iterator[Any]:
+        """``finditer`` on other text: the widened locator on its UTF-8 bytes."""
+        if self.umatch is None or not _encodable(text):
             yield from pattern.finditer(text, timeout=timeout)
             return
+        deadline = time.monotonic() + timeout
+        shift = self.ushift if self.ushift >= 0 else self.shift
+        anchor, match, data, chars = _UNANCHORED, self.umatch, text.encode("utf-8"), text
         n, pos, tried, scanned = len(data), 0, 0, 0
-        cbase = bbase = 0  # a character offset and its byte offset (UTF-8 text only)
+        cbase = bbase = 0  # a character offset and its byte offset
         while pos <= len(text):
-            if chars is None:
-                start = pos - shift if pos else 0
-            else:  # the byte offset of character pos (or pos - 1), moving forward only
-                bbase += len(chars[cbase:pos].encode("utf-8"))
-                cbase = pos
-                start = bbase - len(chars[pos - 1].encode("utf-8")) if shift and pos else bbase
+            # the byte offset of character pos (or pos - 1), moving forward only
+            bbase += len(chars[cbase:pos].encode("utf-8"))
+            cbase = pos
+            start = bbase - len(chars[pos - 1].encode("utf-8")) if shift and pos else bbase
             q, q_end = match(anchor, data, start, n)[0]
             if q < 0:
                 return
             # RE2 read up to the end of its match: bounded in all, the scan stays linear
             scanned += q_end - start
-            if chars is not None:  # the character offset of byte q
-                if q >= bbase:
-                    cbase += len(data[bbase:q].decode("utf-8"))
-                else:
-                    cbase -= 1  # q is the start of character pos - 1
-                bbase = q
-                q = cbase
+            # the character offset of byte q
+            if q >= bbase:
+                cbase += len(data[bbase:q].decode("utf-8"))
+            else:
+                cbase -= 1  # q is the start of character pos - 1
+            bbase = q
+            q = cbase
             c = q + shift if q else 0
             if c < pos:
                 c = pos
@@ -527,6 +596,9 @@ def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str],
     widened = relax(source, unicode=True, ignorecase=caseless)
     if relaxed is None or whole is None:
         return None
+    # only where a match starts is read: no groups, so RE2 answers from its DFA alone
+    relaxed = without_captures(relaxed)
+    widened = None if widened is None else without_captures(widened)
     inline = "".join(letter for name, letter in INLINE_FLAGS.items()
                      if flags & {"ignorecase": regex.IGNORECASE, "multiline": regex.MULTILINE,
                                  "dotall": regex.DOTALL}[name])
@@ -551,6 +623,7 @@ def build_locator(pattern: str, flags: int, compiled: regex.Pattern[str],
         if requires and "literal" not in compiled.groupindex else None
     if strict is not None:
         strict_relaxed = relax(strict[0], ignorecase=caseless)
+        strict_relaxed = None if strict_relaxed is None else without_captures(strict_relaxed)
         try:
             strict_compiled = None if strict_relaxed is None else re2.compile(
                 f"(?{inline}){strict_relaxed}" if inline else strict_relaxed, options)

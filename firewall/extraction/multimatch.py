@@ -3,10 +3,13 @@ which rules can match an ASCII text, in one pass, for all rules at once.
 
 Optional: ``pip install 'literal-firewall[hyperscan]'`` (wheels for x86-64 Linux and macOS);
 imported lazily, and without it the prefilter's RE2 sets serve alone. A database compiles in
-seconds, so it is built by a background thread (Hyperscan's compiler releases the GIL) while
-the RE2 sets serve, and stored in the per-user cache (``packcache.cache_dir()``), where the
-next process loads it in a millisecond. No cache (``FIREWALL_CACHE_DIR=""``): no database, so
-that short processes never pay the compile.
+seconds, so it is built by a detached child process while the RE2 sets serve, and stored in the
+per-user cache (``packcache.cache_dir()``), where this process picks it up once it is there and
+the next loads it in a millisecond. A child, not a thread: a Claude Code hook or one CLI
+command exits long before a compile ends, and a thread dies with it, so such processes never
+stored a database and always ran on the RE2 sets (where no child can be started, a thread
+still does it). No cache (``FIREWALL_CACHE_DIR=""``): no database, so that short processes
+never pay the compile.
 
 A database only ever answers "which patterns match somewhere". It holds the same widened
 patterns as the RE2 sets (``regex_syntax.relax``), and only those RE2 accepted, so "no match" still
@@ -17,9 +20,13 @@ its ``\\s`` also holds ``\\v`` (a widening), and prefilter mode only widens furt
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,9 +37,16 @@ FORMAT = 2  # bump when the database's layout (ids, flags) changes
 SLOW_COMPILE = 0.25  # seconds of CPU: a UTF-8 pattern compiling longer alone is left out
 CONDITIONS = 2  # further tests per rule (its locators): ids (2 + k) * rules + rule
 
+# a compile under way in a child: how often this process looks for its stored database, and
+# when a job file left by a child that never finished (killed, a reboot) no longer holds back
+# another compile
+POLL_SECONDS = 0.25
+JOB_STALE_SECONDS = 900
+
 _lock = threading.Lock()
 _databases: dict[str, PatternDatabase | None] = {}  # by key; None: being compiled or failed
-_compiling: set[str] = set()
+_compiling: set[str] = set()  # compiled by a thread of this process
+_pending: dict[str, _Job] = {}  # compiled by a child process (this one's or another's)
 
 
 def _module():
@@ -120,6 +134,10 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
         if loaded is not None:
             _databases[key] = loaded
             return key
+        job = _start_child(path, expressions, len(sources), utf8)
+        if job is not None:
+            _pending[key] = job
+            return key
         _compiling.add(key)
     thread = threading.Thread(target=_compile_and_store, args=(key, path, expressions,
                                                                len(sources), utf8),
@@ -129,21 +147,63 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
 
 
 def ready(key: str) -> PatternDatabase | None:
-    """The database of ``key`` if it is ready (a dictionary lookup)."""
-    return _databases.get(key)
+    """The database of ``key`` if it is ready (a dictionary lookup; while a child compiles it,
+    a look in the cache every ``POLL_SECONDS``)."""
+    database = _databases.get(key)
+    if database is None and key in _pending:
+        return _poll(key)
+    return database
 
 
 def wait(key: str, timeout: float | None = None) -> PatternDatabase | None:
-    """``ready``, after waiting for a compile under way (benchmarks and tests)."""
-    import time
-
+    """``ready``, after waiting for a compile under way (benchmarks, tests, ``firewall
+    rules warm``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         with _lock:
-            busy = key in _compiling
+            busy = key in _compiling or key in _pending
+        if key in _pending:
+            _poll(key, force=True)
+            busy = key in _pending
         if not busy or (deadline is not None and time.monotonic() > deadline):
             return _databases.get(key)
         time.sleep(0.05)
+
+
+class _Job:
+    """A database compiled by a child process: its cache path and its job file (which exists
+    until the child is done, stored or not)."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path, self.job, self.size = path, _job_path(path), size
+        self.next_look = 0.0
+
+
+def _job_path(path: Path) -> Path:
+    return path.with_suffix(".job")
+
+
+def _poll(key: str, force: bool = False) -> PatternDatabase | None:
+    """Load the database a child stored, if it is there yet; forget the job when the child is
+    done without one (nothing compiled, a full disk: the RE2 sets go on serving)."""
+    job = _pending.get(key)
+    now = time.monotonic()
+    if job is None or (not force and now < job.next_look):
+        return _databases.get(key)
+    job.next_look = now + POLL_SECONDS
+    running = job.job.exists()  # looked at first: a child stores, then removes its job file
+    if job.path.exists():
+        loaded = _load(job.path, job.size)
+        if loaded is not None or not running:
+            with _lock:
+                _databases[key] = loaded
+                _pending.pop(key, None)
+            return loaded
+    elif not running:
+        with _lock:
+            _databases[key] = None
+            _pending.pop(key, None)
+    return None
 
 
 def _cache_path(key: str) -> Path | None:
@@ -221,6 +281,56 @@ def _compile(expressions: list[tuple[int, bytes]], utf8: bool = False):
         return build(kept), tuple(i for i, _ in kept)
 
 
+def _start_child(path: Path, expressions: list[tuple[int, bytes]], size: int,
+                 utf8: bool) -> _Job | None:
+    """A detached child process that compiles the database and stores it at ``path`` (its job
+    file, written here, says what to compile and that a compile is under way: a second process
+    asking for the same database waits for that one); None when none can be started (no
+    POSIX sessions, no writable cache: then a thread compiles it)."""
+    if os.name != "posix" or not sys.executable:  # an embedded interpreter: no child
+        return None
+    job = _job_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            age = time.time() - job.stat().st_mtime
+        except FileNotFoundError:
+            age = None
+        if age is not None and age < JOB_STALE_SECONDS:
+            return _Job(path, size)  # another process's child compiles it
+        spec = {"path": str(path), "size": size, "utf8": utf8,
+                "expressions": [[i, e.decode("latin-1")] for i, e in expressions]}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".job-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(spec, handle)
+        os.replace(tmp, job)
+    except OSError:
+        return None
+    # the same modules as this process: its import path, not only the environment's
+    search = os.pathsep.join(p for p in sys.path if p)
+    env = {**os.environ, "PYTHONPATH": search}
+    try:
+        subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
+    except (OSError, ValueError):
+        job.unlink(missing_ok=True)
+        return None
+    return _Job(path, size)
+
+
+def _run_job(job: Path) -> None:
+    """The child's work: compile the database its job file describes, store it, remove the
+    job file (also when nothing could be compiled)."""
+    try:
+        spec = json.loads(job.read_text(encoding="utf-8"))
+        expressions = [(int(i), e.encode("latin-1")) for i, e in spec["expressions"]]
+        _compile_and_store(spec["path"], Path(spec["path"]), expressions, int(spec["size"]),
+                           bool(spec["utf8"]))
+    finally:
+        job.unlink(missing_ok=True)
+
+
 def _compile_and_store(key: str, path: Path, expressions: list[tuple[int, bytes]],
                        size: int, utf8: bool = False) -> None:
     database = None
@@ -255,3 +365,7 @@ def _store(path: Path, blob: bytes) -> None:
             raise
     except OSError:
         pass  # a read-only or full disk: compiled again by the next process
+
+
+if __name__ == "__main__":  # the detached child of ``_start_child``
+    _run_job(Path(sys.argv[1]))

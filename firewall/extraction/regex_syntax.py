@@ -377,3 +377,22 @@ def _inside_class(pattern: str, i: int) -> bool:
         if j >= i:
             return inside
     return inside
+
+
+def without_captures(pattern: str) -> str:
+    """``pattern`` with every capturing group (numbered or named) made non-capturing: the
+    same matches, for an RE2 pattern whose groups nobody reads (a locator): with groups, RE2
+    runs a second, slower engine over each match to fill them in. (RE2 patterns hold no
+    backreferences, which the groups would serve.)"""
+    out, last = [], 0
+    for i, ch, in_class in pattern_chars(pattern):
+        if in_class or ch != "(":
+            continue
+        named = _GROUP_NAME.match(pattern, i)
+        if named is not None:
+            out += [pattern[last:i], "(?:"]
+            last = named.end()
+        elif not pattern.startswith("(?", i):
+            out += [pattern[last:i + 1], "?:"]
+            last = i + 1
+    return "".join(out) + pattern[last:]
