@@ -28,6 +28,7 @@ import json
 from typing import Any
 
 from ..audit.archive import DEFAULT_LIMIT, MAX_LIMIT, archive_entries, hint_line
+from ..audit.recall_text import answer as recall_answer, hit_json
 from ..compaction.ledger import LITERAL_MAX_CHARS
 from ..compaction.records import audit_key
 from ..errors import AuditError, FirewallError
@@ -147,7 +148,8 @@ class SpanLiterals:
 
 def answer(fw: Any, arguments: Any, *, conversation: str | None = None) -> str:
     """The tool result (JSON text) for a call's ``arguments`` (a dict, or its JSON text):
-    ``{"hits": [...]}``, or ``{"error": ...}`` for a call that cannot be answered."""
+    ``{"hits": [...]}`` (bounded: ``left_off`` says how many more there were), or
+    ``{"error": ...}`` for a call that cannot be answered; as visible JSON (``recall_text``)."""
     try:
         if isinstance(arguments, (str, bytes)):
             arguments = json.loads(arguments or "{}")
@@ -159,8 +161,9 @@ def answer(fw: Any, arguments: Any, *, conversation: str | None = None) -> str:
             raise FirewallError("query must be a string and limit an integer")
         hits = fw.recall(query, conversation=conversation, limit=limit)
     except (FirewallError, ValueError) as exc:
-        return json.dumps({"error": str(exc)}, ensure_ascii=False)
-    return json.dumps({"hits": [hit.to_dict() for hit in hits]}, ensure_ascii=False)
+        return hit_json({"error": str(exc)})
+    # hits hold tool output: data, escaped as the ledger escapes its values, and bounded
+    return recall_answer([hit.to_dict() for hit in hits])[1]
 
 
 def agents_tool(fw: Any, *, conversation: str | None = None) -> Any:
