@@ -578,3 +578,38 @@ def test_a_window_with_escapes_masks_a_secret_the_same_read_or_not(secret):
         assert secret not in _unescaped(line)
     # the shortcut is taken only when no secret holds a character an escape stands for
     assert mask.plain_reading == ("/" not in secret)
+
+
+# -- a value archived in clear, then learnt to be a secret (security round 3) ------------------
+
+LATE = "Qz8vK2mWx7pLr4Tn" + "9bYc"
+
+
+def assert_a_late_secret_is_forgotten(fw):
+    first = [{"role": "user", "content": f"Run the job with build id {LATE} on node-12 please"},
+             {"role": "assistant", "content": "Started."}, {"role": "user", "content": "ok"}]
+    one = fw.compact(first, summarize)
+    assert fw.recall(LATE)[0].value == LATE and one.archive.recallable == \
+        fw.audit.archive_count(one.record.conversation_id)
+    later = first + [{"role": "user", "content": f"the db password: {LATE}"},
+                     {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "go"}]
+    two = fw.compact(later, summarize, ledger=one.ledger)
+    assert two.compacted and two.audit_error is None
+    assert [e.sensitive for e in two.ledger.entries if e.value == LATE] == [True]
+    for query in (LATE, LATE[:6], LATE[-6:], "build", "node-12", "job please", "password"):
+        for hit in fw.recall(query, limit=200):
+            assert not leaked(f"{hit.value}\n{hit.context}", [LATE]), (query, hit)
+    assert "[secret]" in fw.recall("node-12")[0].context
+    # the count a hook's hint gives is what a recall can return: the hidden row is not in it
+    conversation = two.record.conversation_id
+    assert LATE not in fw.audit.archived_values(conversation)
+    assert two.archive.recallable == fw.audit.archive_count(conversation) == \
+        len(fw.audit.archived_values(conversation))
+
+
+def test_a_value_archived_in_clear_then_known_as_a_secret_is_forgotten(fw):
+    assert_a_late_secret_is_forgotten(fw)
+
+
+def test_postgres_forgets_a_late_secret_as_sqlite_does(pg_fw):
+    assert_a_late_secret_is_forgotten(pg_fw)

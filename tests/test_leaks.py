@@ -1034,3 +1034,52 @@ def test_the_archive_token_tier_keeps_no_piece_of_a_secret_under_any_query(
     assert leaked(stored) == [] and leaked(stored[::-1]) == []
     assert leaked(json_decoded(stored)) == [] and "4111" not in stored
     assert hashed >= 3  # x=<github>; card:4111 <stripe>), ... stand as hashes only
+
+
+# -- 16. a value archived before a later compaction learnt it is a secret ----------------------
+
+LATE = "Qz8vK2mWx7pLr4Tn" + "9bYc"  # looks like a build id first, then is given as a password
+
+
+def test_a_value_archived_before_it_was_known_as_a_secret_is_forgotten(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Compaction 1 archives ``LATE`` in clear (a rule reads an id, nothing says secret), with
+    the lines around it; compaction 2 sees ``password: LATE``: the ledger now holds it as a
+    secret, and so must the archive. No recall, under any query, brings back a piece of it, and
+    no row, FTS index or record of the cap holds one."""
+    from firewall.audit.archive import terms
+
+    first = [{"role": "user", "content": f"Run the job with build id {LATE} on node-12 please"},
+             {"role": "assistant", "content": "Started."},
+             {"role": "user", "content": "Status?"}]
+    later = first + [{"role": "user", "content": f"oh, and the db password: {LATE}"},
+                     {"role": "assistant", "content": "Noted."},
+                     {"role": "user", "content": "Deploy."}]
+    db, ledger = tmp_path / "audit.db", tmp_path / "run.ledger.json"
+    for n, messages in enumerate((first, later)):
+        source = tmp_path / f"conversation{n}.json"
+        source.write_text(json.dumps({"id": "late", "messages": messages}), encoding="utf-8")
+        assert main(["compact", str(source), "--keep-last", "1", "--audit-db", str(db),
+                     "--ledger", str(ledger)]) == 0
+        if n == 0:
+            assert main(["recall", "--audit-db", str(db), LATE]) == 0  # in clear: not known
+    assert [e["sensitive"] for e in json.loads(ledger.read_text("utf-8"))["entries"]
+            if e["value"] == LATE] == [True]
+    capsys.readouterr()
+    answers = []
+    for query in {LATE, LATE[:6], LATE[-6:], *fragments(LATE, 6), *terms(LATE), "build",
+                  "node-12", "job", "password"}:
+        main(["recall", "--audit-db", str(db), "--json", "--limit", "200", "--", query])
+        answers.append(capsys.readouterr().out)
+    assert '"node-12"' in "".join(answers)  # the harness read hits back
+    for answer in answers:
+        assert leaked(answer, [LATE]) == [], answer
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        rows = [row for table in ("archive", "archive_dropped", "archive_parts_data",
+                                  "archive_context_data")
+                for row in conn.execute(f"SELECT * FROM {table}").fetchall()]
+    stored = "\n".join(str(c) for row in rows for c in row if c is not None)
+    assert leaked(stored, [LATE]) == [] and leaked(stored[::-1], [LATE]) == []
+    assert LATE.lower() not in stored.lower()  # FTS5 keeps its tokens folded
+    assert main(["recall", "--audit-db", str(db), "--", LATE]) == 1

@@ -103,6 +103,9 @@ class ArchiveEntry:
     context: str | None
     sensitive: bool
     parts: str | None
+    # a sensitive entry's value, in memory only (never stored, never shown): what the write
+    # forgets where an earlier compaction archived it in clear (``archive_forget``)
+    secret: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -201,7 +204,8 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
             first_turn=max(lit.turn, 0), last_turn=max(lit.turn, 0), seen=max(lit.count, 1),
             context=None,
             sensitive=sensitive,
-            parts=None if sensitive else value_parts(escape_surrogates(lit.value)))
+            parts=None if sensitive else value_parts(escape_surrogates(lit.value)),
+            secret=lit.value if sensitive else None)
         first[lit.value] = lit
     for value, entry in by_value.items():
         if not entry.sensitive:
@@ -248,7 +252,8 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
             value=value, value_hash=literal_hash(token, key), kind=SWEPT_KIND, rule=SWEPT_RULE,
             role=role, first_turn=max(number, 0), last_turn=max(last, 0), seen=count,
             context=context, sensitive=sensitive,
-            parts=None if value is None else value_parts(value)))
+            parts=None if value is None else value_parts(value),
+            secret=token if sensitive else None))
     return entries
 
 
