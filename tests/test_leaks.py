@@ -1083,3 +1083,73 @@ def test_a_value_archived_before_it_was_known_as_a_secret_is_forgotten(
     assert leaked(stored, [LATE]) == [] and leaked(stored[::-1], [LATE]) == []
     assert LATE.lower() not in stored.lower()  # FTS5 keeps its tokens folded
     assert main(["recall", "--audit-db", str(db), "--", LATE]) == 1
+
+
+# -- 17. a known secret spelled URL-encoded or in base64 ------------------------------------------
+
+def base64_pieces(secret: str) -> list[str]:
+    """8-character pieces of ``secret`` in base64, whatever bytes precede it (both alphabets)."""
+    import base64
+
+    pieces = []
+    for before in (b"", b"u", b"us"):
+        text = base64.b64encode(before + secret.encode()).decode()[4:-4]
+        pieces += fragments(text) + fragments(text.replace("+", "-").replace("/", "_"))
+    return pieces
+
+
+def spelled_leaks(text: str, secrets: list[str]) -> list[str]:
+    """Pieces of ``secrets`` in ``text`` read as a URL-encoded string, or in base64."""
+    from urllib.parse import unquote, unquote_plus
+
+    found = leaked(unquote(text), secrets) + leaked(unquote_plus(text), secrets)
+    return found + [p for s in secrets for p in base64_pieces(s) if p in text]
+
+
+def test_a_known_secret_url_encoded_or_in_base64_leaves_nowhere(
+        tmp_path: Path, vendor_env: Capture, capsys: pytest.CaptureFixture[str]) -> None:
+    """``AWS_SECRET`` and ``GITHUB`` are found where the secrets pack reads them; the tool output
+    also carries them URL-encoded (``%2F`` for ``/``, in a signed URL's query) and in base64 (a
+    Basic credential of ``user:token``, a config blob). Neither spelling reaches the vendor
+    summarizer (placeholder mode), the archive (values, context lines, swept tokens) or any
+    recall answer."""
+    import base64
+    from urllib.parse import quote
+
+    pytest.importorskip("anthropic")
+    docker = base64.b64encode(f"deploy:{GITHUB}".encode()).decode()
+    blob = base64.b64encode(f"token={GITHUB};".encode()).decode()  # each of the 3 alignments
+    basic = base64.b64encode(f"u:{GITHUB}".encode()).decode()
+    messages = [
+        {"role": "user", "content": f"aws_secret_access_key = {AWS_SECRET}\n"
+                                    f"GITHUB_TOKEN={GITHUB}"},
+        {"role": "assistant", "content": "Calling the upload.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "upload", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content":
+            f"GET https://files.example.com/v1/put?sig={quote(AWS_SECRET, safe='')}"
+            f"&build=77812 returned 403 ORD-5521\n"
+            f"next https://files.example.com/v1/put?k={quote(AWS_SECRET).lower()} ORD-5522\n"
+            f'config {{"auths": {{"ghcr.io": {{"auth": "{docker}"}}}}}} ORD-5523\n'
+            f"blob {blob} ORD-5524 end\nproxy Authorization: Basic {basic} ORD-5525"},
+        {"role": "assistant", "content": "Upload refused."},
+        {"role": "user", "content": "Retry later."}]
+    source, db = tmp_path / "conversation.json", tmp_path / "audit.db"
+    source.write_text(json.dumps(messages), encoding="utf-8")
+    assert main(["compact", str(source), "--placeholders", "--keep-last", "1", "--audit-db",
+                 str(db), "--summarizer", "anthropic"]) == 0
+    capsys.readouterr()
+    secrets = [AWS_SECRET, GITHUB]
+    for request in vendor_env.raw():
+        assert spelled_leaks(request, secrets) == [], "a spelling of a secret reached a vendor"
+    answers = []
+    for query in ("77812", "ORD-5521", "ORD-5522", "ORD-5523", "ORD-5524", "files.example.com",
+                  "put", "sig", "auth", "ghcr.io", "config", "blob", "deploy", "end"):
+        main(["recall", "--audit-db", str(db), "--json", "--limit", "200", "--", query])
+        answers.append(capsys.readouterr().out)
+    assert "ORD-5524" in "".join(answers)  # the harness read hits back
+    for answer in answers:
+        assert spelled_leaks(json_decoded(answer), secrets) == [], answer
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT value, parts, context FROM archive").fetchall()
+    stored = "\n".join(str(c) for row in rows for c in row if c is not None)
+    assert spelled_leaks(stored, secrets) == []

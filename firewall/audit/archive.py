@@ -183,6 +183,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
 
     literals = list(literals)
     secret_values = {lit.value for lit in literals if lit.sensitive} | set(secrets)
+    secret_values |= spelled(secret_values)  # its URL-encoded and base64 spellings are secrets
     index = SecretIndex(list(secret_values))
     # every spelling the index knows (a JSON-escaped secret's decoded one too) is masked
     masker, reach = _masker(secret_values | set(index.secrets))
@@ -216,6 +217,15 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
         entries += swept_entries(span, {lit.value for lit in literals}, key=key,
                                  secrets=secret_values, index=index, mask=(masker, reach))
     return entries
+
+
+def spelled(secret_values: Iterable[str]) -> set[str]:
+    """The URL-encoded and base64 spellings of the secrets long enough to spread
+    (``spellings.encoded_spellings``)."""
+    from ..spellings import encoded_spellings
+
+    return {s for v in secret_values if len(v) >= SECRET_MIN_CHARS
+            for s in encoded_spellings(v)}
 
 
 ARCHIVE_TOKENS_ENV = "FIREWALL_ARCHIVE_TOKENS"

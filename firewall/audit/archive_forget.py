@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..literals import SecretIndex
-from .archive import ArchiveEntry, _masker
+from .archive import ArchiveEntry, _masker, spelled
 
 
 def unknown_secrets(entries: Sequence[ArchiveEntry], hashed: Iterable[str]) -> list[str]:
@@ -32,7 +32,8 @@ def plan(rows: Iterable[tuple[Any, str | None, str | None]], secrets: Sequence[s
          ) -> tuple[list[Any], list[tuple[Any, str]]]:
     """For rows (id, value, context): the ids whose value is a secret, holds one or lies inside
     one, and (id, masked context) for the other rows whose context line holds one."""
-    index = SecretIndex(list(secrets))
+    secrets = [*secrets, *spelled(secrets)]
+    index = SecretIndex(secrets)
     mask, _ = _masker(set(secrets) | set(index.secrets))
     exact = set(secrets)
     hidden, masked = [], []
