@@ -1153,3 +1153,20 @@ def test_a_known_secret_url_encoded_or_in_base64_leaves_nowhere(
         rows = conn.execute("SELECT value, parts, context FROM archive").fetchall()
     stored = "\n".join(str(c) for row in rows for c in row if c is not None)
     assert spelled_leaks(stored, secrets) == []
+
+
+# -- 18. firewall eval --ledgers: an evaluation's output, not a secret store ---------------------
+
+def test_eval_ledgers_write_no_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``eval --ledgers OUT.jsonl`` writes each cut's pinned literals and the archived ones:
+    every secret of ``conversation()`` was in its ``literals`` in clear (an evaluation output,
+    written with the user's umask). A sensitive value is ``[sensitive]`` there, as in replay's
+    lines; the others stay exact."""
+    source, out = write_conversation(tmp_path), tmp_path / "ledgers.jsonl"
+    assert main(["eval", str(source), "--ledgers", str(out), "--json"]) == 0
+    capsys.readouterr()
+    text = out.read_text("utf-8")
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines and leaked(text) == [] and leaked(json_decoded(text)) == []
+    assert INVOICE in lines[0]["literals"] and "[sensitive]" in lines[0]["literals"]
+    assert INVOICE in lines[0]["archived"]
