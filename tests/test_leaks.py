@@ -948,6 +948,23 @@ def test_no_secret_leaves_through_replay_report_mcp_or_the_hooks(
             context = json.loads(hook_out)["hookSpecificOutput"]["additionalContext"]
             # the re-injected ledger holds the exact values, for the agent's own model
             assert context.startswith("<<<ledger ") and AWS_ID in context
+    # installed --with-mcp: the block ends with the archive's line (a count, no value)
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(
+        {**event, "hook_event_name": "SessionStart", "source": "compact"})))
+    assert main(["hooks", "run", "session-start", "--recall-hint"]) == 0
+    hinted = json.loads(capsys.readouterr().out)["hookSpecificOutput"]["additionalContext"]
+    written["hook session-start --recall-hint, its archive line"] = hinted.rsplit("\n", 1)[1]
+    assert "literal-firewall archive" in hinted.rsplit("\n", 1)[1]
+    # firewall recall over both logs, every query, as text and as JSON
+    for log in (audit, hooks_audit):
+        for query in RECALL_QUERIES:
+            for form in ([], ["--json"]):
+                main(["recall", "--audit-db", str(log), "--limit", "200", *form, "--", query])
+                out = capsys.readouterr()
+                written[f"recall {query!r} {form} of {log.name}"] = out.out + json_decoded(out.out)
+    assert INVOICE in written[f"recall {INVOICE!r} [] of {audit.name}"]
     [state] = (tmp_path / "state" / "sessions").glob("*.json")
     data = json.loads(state.read_text("utf-8"))
     written["hook state, but its values"] = json.dumps(
@@ -963,6 +980,13 @@ def test_no_secret_leaves_through_replay_report_mcp_or_the_hooks(
     assert INVOICE in written["report of the audit"] or INVOICE in written["audit.db"]
     for private in (ledger, state):  # secrets in clear by design: the owner's eyes only
         assert private.stat().st_mode & 0o077 == 0, private
+
+
+# queries of the archive a secret could answer: each secret, its first and last characters,
+# and the words next to secrets in ``conversation()``
+RECALL_QUERIES = sorted({q for secret in SECRETS for q in (secret, secret[:6], secret[-6:])}
+                        | {"key", "password", "token", "Bearer", "Authorization", "Basic",
+                           "postgres", "admin", "card", "hook", "aws_secret_access_key", INVOICE})
 
 
 def mcp_answers(ledger: Path, audit: Path) -> str:
@@ -984,12 +1008,16 @@ def mcp_answers(ledger: Path, audit: Path) -> str:
                 ("pinned_literals", {}), ("find_pinned", {"rule": "secrets"}),
                 ("find_pinned", {"prefix": "AKIA"}), ("find_pinned", {"prefix": "ghp_"}),
                 ("find_pinned", {"rule": "github-token"}),
-                ("literal_survival", {"value": INVOICE}))]
+                ("literal_survival", {"value": INVOICE}),
+                # the archive: by a secret, its prefix, its suffix, and words beside one
+                *(("recall", {"query": q, "limit": 200}) for q in RECALL_QUERIES))]
 
     answers = anyio.run(run)
     assert not any(a.is_error for a in answers)
     assert INVOICE in json.dumps(answers[0].model_dump(mode="json"))
-    return json.dumps([a.model_dump(mode="json") for a in answers])
+    assert any(h["value"] == INVOICE for a in answers[6:] for h in a.structured_content["hits"])
+    text = json.dumps([a.model_dump(mode="json") for a in answers])
+    return text + "\n" + json_decoded(text)
 
 
 # -- 15. the archive's token tier (issue 27): tokens no rule extracted, never a piece of a secret --
