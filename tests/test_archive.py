@@ -268,9 +268,10 @@ def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
     text = recall_tool.answer(fw, '{"query": "models.py", "limit": 2}', conversation=conversation)
     hits = json.loads(text)["hits"]
     assert hits[0]["value"] == "src/app/models.py" and len(hits) <= 2
-    assert "error" in json.loads(recall_tool.answer(fw, {"limit": 2}))
-    assert "error" in json.loads(recall_tool.answer(fw, "not json"))
-    assert "error" in json.loads(recall_tool.answer(fw, {"query": "x", "limit": 0}))
+    assert "error" in json.loads(recall_tool.answer(fw, {"limit": 2}, conversation=None))
+    assert "error" in json.loads(recall_tool.answer(fw, "not json", conversation=None))
+    assert "error" in json.loads(recall_tool.answer(fw, {"query": "x", "limit": 0},
+                                                    conversation=None))
 
     pytest.importorskip("agents")
     tool = recall_tool.agents_tool(fw, conversation=conversation)
@@ -279,7 +280,7 @@ def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
     assert json.loads(out)["hits"][0]["value"] == "ORD-2024-88123"
 
     pytest.importorskip("langchain_core")
-    lc = recall_tool.langchain_tool(fw)
+    lc = recall_tool.langchain_tool(fw, conversation=conversation)
     assert json.loads(lc.invoke({"query": "user name"}))["hits"][0]["value"] == "getUserName"
 
 
@@ -292,7 +293,8 @@ def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
     fw.compact(leaky_conversation(), summarize)
     for secret in SECRETS:
         for query in {secret, secret[:6], secret[-6:]}:
-            assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200})), query
+            assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200},
+                                                 conversation=None)), query
 
 
 SIBLINGS = ("Deploy ORD-1111-11111 to staging tonight, roll back ORD-2222-22222 from canary "
@@ -613,3 +615,58 @@ def test_a_value_archived_in_clear_then_known_as_a_secret_is_forgotten(fw):
 
 def test_postgres_forgets_a_late_secret_as_sqlite_does(pg_fw):
     assert_a_late_secret_is_forgotten(pg_fw)
+
+
+def assert_one_conversation_never_answers_for_another(fw):
+    """Two conversations holding the same words and values, one of them also its own: asked
+    for one, every tier (exact, affix, part, context words, swept tokens) answers from it only;
+    asked for none, from both."""
+    mine = [{"role": "user", "content": "Fix src/app/models.py: ORD-2024-88123 fails with "
+                                        "E4021, see build 7-12 and /srv/mine/secret.txt"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]
+    theirs = [{**m, "content": m["content"].replace("mine", "theirs")} for m in mine]
+    from firewall.compaction.ledger import Ledger
+
+    fw.compact(mine, summarize, ledger=Ledger.new("mine"))
+    fw.compact(theirs, summarize, ledger=Ledger.new("theirs"))
+    queries = ["ORD-2024-88123", "ORD-2024", "88123", "models.py", "app/models", "fails E4021",
+               "7-12", "secret.txt", "srv", "build", "mine", "theirs", "/srv/theirs/secret.txt"]
+    seen = set()
+    for query in queries:
+        for hit in fw.recall(query, conversation="mine", limit=200):
+            assert hit.conversation == "mine", (query, hit)
+            assert "theirs" not in f"{hit.value} {hit.context}", (query, hit)
+        seen |= {h.conversation for h in fw.recall(query, limit=200)}
+    assert seen == {"mine", "theirs"}
+
+
+def test_one_conversation_never_answers_for_another(fw):
+    assert_one_conversation_never_answers_for_another(fw)
+
+
+def test_postgres_keeps_conversations_apart_as_sqlite_does(pg_fw):
+    assert_one_conversation_never_answers_for_another(pg_fw)
+
+
+def test_the_recall_literal_tool_answers_from_its_own_conversation_only(fw):
+    """An audit log shared by many conversations (many users of one service): the function
+    tool built for one answers from it only, and cannot be built without naming one."""
+    import json
+
+    from firewall.compaction.ledger import Ledger
+    from firewall.integrations import recall_tool
+
+    fw.compact(messages(), summarize, ledger=Ledger.new("alice"))
+    fw.compact(messages(" and migrations/0077_bob_only.py"), summarize, ledger=Ledger.new("bob"))
+    for query in ("models.py", "0077_bob_only", "bob only", "migrations"):
+        hits = json.loads(recall_tool.answer(fw, {"query": query}, conversation="alice"))["hits"]
+        assert all(h["conversation"] == "alice" and "bob" not in h["value"] for h in hits)
+    everyone = json.loads(recall_tool.answer(fw, {"query": "0077"}, conversation=None))["hits"]
+    assert {h["conversation"] for h in everyone} == {"bob"}  # asked for every conversation
+    with pytest.raises(TypeError, match="conversation"):
+        recall_tool.answer(fw, {"query": "models.py"})
+    pytest.importorskip("langchain_core")
+    with pytest.raises(TypeError, match="conversation"):
+        recall_tool.langchain_tool(fw)
+    tool = recall_tool.langchain_tool(fw, conversation="alice")
+    assert json.loads(tool.invoke({"query": "0077_bob_only"}))["hits"] == []

@@ -85,7 +85,7 @@ def test_the_mcp_and_function_tool_answers_are_inert_and_exact_once_decoded(
 
     fw = Firewall(audit=str(db))
     for query in QUERIES:
-        text = recall_tool.answer(fw, {"query": query, "limit": 20})
+        text = recall_tool.answer(fw, {"query": query, "limit": 20}, conversation="conversation")
         assert_inert(text)
         assert "<" not in text and ">" not in text
         assert json.loads(text)["hits"] == [h.to_dict() for h in fw.recall(query, limit=20)]
@@ -121,7 +121,7 @@ def test_a_flood_of_huge_values_cannot_flood_the_agents_context(tmp_path: Path) 
     fw = Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY.encode()), keep_last=1)
     assert fw.compact(messages, lambda request: "Summary.").compacted
     assert len(fw.recall("models.py", limit=200)) >= 40
-    text = recall_tool.answer(fw, {"query": "models.py", "limit": 200})
+    text = recall_tool.answer(fw, {"query": "models.py", "limit": 200}, conversation=None)
     answer = json.loads(text)
     assert len(text) <= ANSWER_CHARS + 200
     assert answer["hits"] and \
