@@ -247,3 +247,26 @@ def test_scan_exits_1_when_a_rule_timed_out_and_says_which(capsys, tmp_path):
     assert "rule hostile/nested timed out on turn 1" in err and "must be kept verbatim" in err
     log.write_text(json.dumps([{"role": "user", "content": "please check the logs"}]))
     assert run(capsys, "scan", str(log), "--rules", str(pack), "--only")[0] == 0
+
+
+def test_recall_refuses_a_kind_no_literal_has_instead_of_finding_nothing(tmp_path, capsys,
+                                                                         monkeypatch):
+    """``--kind`` names one of the kinds ``--json`` prints: a typo was answered "nothing
+    archived matches" (exit 1, a lie); it is a usage error naming the kinds. ``token`` (the
+    swept tokens) is one of them."""
+    import json
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", "test-key")
+    source, db = tmp_path / "c.json", str(tmp_path / "audit.db")
+    source.write_text(json.dumps([
+        {"role": "user", "content": "Fix src/app/models.py, see build 7-12 for ORD-2024-88123"},
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]), "utf-8")
+    assert main(["compact", str(source), "--keep-last", "1", "--audit-db", db]) == 0
+    capsys.readouterr()
+    assert main(["recall", "--audit-db", db, "--kind", "paths", "models"]) == 2
+    err = capsys.readouterr().err
+    assert "paths" in err and "path" in err and "token" in err
+    assert main(["recall", "--audit-db", db, "--kind", "token", "--json", "7-12"]) == 0
+    kinds = {json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()}
+    assert kinds == {"token"}
+    assert main(["recall", "--audit-db", db, "--kind", "email", "models"]) == 1  # none: exit 1

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..literals import SECRET_MIN_CHARS, Literal, SecretIndex
+from ..literals import LITERAL_KINDS, SECRET_MIN_CHARS, Literal, SecretIndex
 from ..turns import Turn
 
 SECRET_MASK = "[secret]"
@@ -456,6 +456,9 @@ class Query:
                                 "path segment, an id's first characters) or words of its context")
         if not 1 <= limit <= MAX_LIMIT:
             raise FirewallError(f"recall limit must be 1 to {MAX_LIMIT}, not {limit}")
+        kinds = (*LITERAL_KINDS, SWEPT_KIND)
+        if kind and kind not in kinds:  # a typo would find nothing, and say nothing matches
+            raise FirewallError(f"recall kind must be one of {', '.join(kinds)}, not {kind!r}")
         return cls(text, conversation or None, kind or None, rule or None, limit)
 
     @property

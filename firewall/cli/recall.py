@@ -72,7 +72,7 @@ def add_recall_command(sub: Any) -> argparse.ArgumentParser:
     recall.add_argument("--conversation", metavar="ID", help="only this conversation")
     recall.add_argument("--kind", metavar="K",
                         help="only this kind (path, identifier, alnum_code, uuid_hex, numeric, "
-                             "email, other)")
+                             "email, other, or token: the swept tokens)")
     recall.add_argument("--rule", metavar="R", help="only literals of this rule (pack/rule-id)")
     recall.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                         help=f"at most N hits (default {DEFAULT_LIMIT})")
