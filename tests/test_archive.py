@@ -670,3 +670,59 @@ def test_the_recall_literal_tool_answers_from_its_own_conversation_only(fw):
         recall_tool.langchain_tool(fw)
     tool = recall_tool.langchain_tool(fw, conversation="alice")
     assert json.loads(tool.invoke({"query": "0077_bob_only"}))["hits"] == []
+
+
+def assert_the_sizes_are_what_the_rows_are(fw, rows):
+    """Over compactions that add, see again, evict and forget (a value learnt to be a secret),
+    each write's counts and the kept totals (``archive_count``, the hooks' hint) match the rows
+    themselves: every literal, the recallable ones, their bytes."""
+    from firewall.compaction.ledger import Ledger
+
+    ledger, turns = Ledger.new("capped"), []
+    for n in range(6):
+        turns += [{"role": "user", "content": f"Step {n}: fix src/mod{n}/file{n}.py for ORD-{n}000"
+                                              f"-88123 and build 7-1{n}, id Qz8vK2mWx7pLr4Tn{n}bYc"},
+                  {"role": "assistant", "content": f"Done step {n} on node-{n}2."}]
+        if n == 4:  # an id of step 3, learnt to be a password
+            turns.append({"role": "user", "content": "oh, the db password: Qz8vK2mWx7pLr4Tn3bYc"})
+        result = fw.compact(turns + [{"role": "user", "content": "next"}], summarize,
+                            ledger=ledger)
+        ledger = result.ledger
+        write = result.archive
+        total, recallable, size = rows("capped")
+        assert (write.literals, write.recallable, write.bytes) == (total, recallable, size), n
+        assert fw.audit.archive_count("capped") == recallable == \
+            len(fw.audit.archived_values("capped"))
+        assert total <= 12
+    assert fw.audit.archive_dropped("capped")  # the cap did evict
+    assert all("Qz8vK2mWx7pLr4Tn3bYc" not in v for v in fw.audit.archived_values("capped"))
+
+
+def test_the_cap_and_forgetting_keep_the_sizes_true(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    fw = Firewall(audit=log, keep_last=1, archive=ArchiveLimits(max_literals=12))
+
+    def rows(conversation):
+        with sqlite3.connect(log.path) as conn:
+            return conn.execute("SELECT count(*), coalesce(sum(1 - sensitive), 0), "
+                                "coalesce(sum(bytes), 0) FROM archive WHERE conversation_id = ?",
+                                (conversation,)).fetchone()
+
+    assert_the_sizes_are_what_the_rows_are(fw, rows)
+
+
+def test_postgres_cap_and_forgetting_keep_the_sizes_true(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    fw = Firewall(audit=postgres_url, keep_last=1, archive=ArchiveLimits(max_literals=12))
+
+    def rows(conversation):
+        with psycopg.connect(postgres_url) as conn:
+            return tuple(conn.execute(
+                "SELECT count(*), coalesce(sum((NOT sensitive)::int), 0), "
+                "coalesce(sum(bytes), 0) FROM archive WHERE conversation_id = %s",
+                (conversation,)).fetchone())
+
+    assert_the_sizes_are_what_the_rows_are(fw, rows)
