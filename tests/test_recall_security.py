@@ -112,7 +112,7 @@ def test_the_mcp_and_function_tool_answers_are_inert_and_exact_once_decoded(
 def test_a_flood_of_huge_values_cannot_flood_the_agents_context(tmp_path: Path) -> None:
     """A tool result crafted to match a common query with many values of a thousand
     characters: the tool's answer is bounded, keeps the best hit, and says what it left."""
-    from firewall.audit.recall_text import ANSWER_CHARS
+    from firewall.integrations.recall_text import ANSWER_CHARS
     from firewall.integrations import recall_tool
 
     huge = " ".join(f"/srv/{i}/" + "a" * 900 + "/models.py" for i in range(40))

@@ -30,7 +30,7 @@ def _limit(text: str) -> int:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     from ..audit import open_audit_log
-    from ..audit.recall_text import hit_json, render
+    from ..integrations.recall_text import hit_json, render
 
     missing = missing_log_file(args.audit_db)
     if missing is not None:  # reading must not create the log

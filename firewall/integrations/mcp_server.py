@@ -171,7 +171,7 @@ class LiteralService:
                limit: int = 10) -> dict[str, Any]:
         """The archive's best hits (``firewall recall``): sensitive literals never."""
         from ..audit.archive import NO_ARCHIVE, Query
-        from ..audit.recall_text import answer as recall_answer
+        from .recall_text import answer as recall_answer
 
         question = Query.of(query, conversation=conversation, kind=kind, limit=limit)
         log, note = self._log()
@@ -191,7 +191,7 @@ def build_server(service: LiteralService) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, TextContent
 
-    from ..audit.recall_text import hit_json
+    from .recall_text import hit_json
 
     from .. import __version__
 

@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from ..audit.archive import DEFAULT_LIMIT, MAX_LIMIT, archive_entries, hint_line
-from ..audit.recall_text import answer as recall_answer, hit_json
+from .recall_text import answer as recall_answer, hit_json
 from ..compaction.ledger import LITERAL_MAX_CHARS
 from ..compaction.records import audit_key
 from ..errors import AuditError, FirewallError
