@@ -270,3 +270,26 @@ def test_recall_refuses_a_kind_no_literal_has_instead_of_finding_nothing(tmp_pat
     kinds = {json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()}
     assert kinds == {"token"}
     assert main(["recall", "--audit-db", db, "--kind", "email", "models"]) == 1  # none: exit 1
+
+
+def test_recall_bounds_its_query_so_a_tool_call_cannot_stall_the_log(tmp_path, capsys,
+                                                                    monkeypatch):
+    """A query is at most as long as the longest value the archive keeps: a model's tool call
+    of a megabyte of words made every context candidate be searched for every word (seconds
+    per call, and an FTS query of as many terms); it is a usage error naming the bound."""
+    import json
+
+    from firewall.compaction.ledger import LITERAL_MAX_CHARS
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", "test-key")
+    source, db = tmp_path / "c.json", str(tmp_path / "audit.db")
+    source.write_text(json.dumps([
+        {"role": "user", "content": "Fix src/app/models.py for ORD-2024-88123"},
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]), "utf-8")
+    assert main(["compact", str(source), "--keep-last", "1", "--audit-db", db]) == 0
+    capsys.readouterr()
+    longest = ("models " * LITERAL_MAX_CHARS)[:LITERAL_MAX_CHARS - 1] + "x"
+    assert main(["recall", "--audit-db", db, "--", longest]) in (0, 1)
+    assert main(["recall", "--audit-db", db, "--", longest + "y"]) == 2
+    err = capsys.readouterr().err
+    assert f"{LITERAL_MAX_CHARS:,}" in err and len(err) < 400

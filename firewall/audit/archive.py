@@ -46,6 +46,9 @@ ESCAPED = 6  # characters of a JSON escape (\\uXXXX) per character of a secret, 
 CONTEXT_CHARS = 160  # the context line is clipped to about this many characters around the value
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
+# a longer query than the longest value kept (the ledger's LITERAL_MAX_CHARS, a layer this one
+# does not import) finds none
+MAX_QUERY_CHARS = 8192
 CANDIDATES = 200  # rows an FTS tier ranks at most (newest first): bounds a common word's cost
 CONTEXT_CANDIDATES = 50  # the same for context words, whose lines are longer to rank
 PROXIMITY_CHARS = 12  # characters between a value and a query word that halve its proximity
@@ -456,6 +459,9 @@ class Query:
                                 "path segment, an id's first characters) or words of its context")
         if not 1 <= limit <= MAX_LIMIT:
             raise FirewallError(f"recall limit must be 1 to {MAX_LIMIT}, not {limit}")
+        if len(text) > MAX_QUERY_CHARS:  # each word is searched for in every candidate line
+            raise FirewallError(f"recall query of {len(text):,} characters: at most "
+                                f"{MAX_QUERY_CHARS:,}, the longest value the archive keeps")
         kinds = (*LITERAL_KINDS, SWEPT_KIND)
         if kind and kind not in kinds:  # a typo would find nothing, and say nothing matches
             raise FirewallError(f"recall kind must be one of {', '.join(kinds)}, not {kind!r}")
