@@ -726,3 +726,24 @@ def test_postgres_cap_and_forgetting_keep_the_sizes_true(postgres_url, monkeypat
                 (conversation,)).fetchone())
 
     assert_the_sizes_are_what_the_rows_are(fw, rows)
+
+
+SYNTAX = ['"', '"models', 'models*', '*', 'NEAR(models py)', 'models OR views', 'models NOT x',
+          'models AND', '-models', 'app:models', 'parts:models', '^models', '(', ')', 'OR', "'",
+          "models_%", "\\", "models & views | !x", "models:*", "<->", "models <-> py"]
+
+
+def assert_query_syntax_is_text(fw):
+    fw.compact(messages(), summarize)
+    for query in SYNTAX:
+        hits = fw.recall(query, limit=50)  # never an FTS or tsquery syntax error
+        if "models" in query:
+            assert "src/app/models.py" in [h.value for h in hits], query
+
+
+def test_fts_and_tsquery_syntax_in_a_query_is_text(fw):
+    assert_query_syntax_is_text(fw)
+
+
+def test_postgres_reads_query_syntax_as_text_as_sqlite_does(pg_fw):
+    assert_query_syntax_is_text(pg_fw)

@@ -127,3 +127,19 @@ def test_a_flood_of_huge_values_cannot_flood_the_agents_context(tmp_path: Path) 
     assert answer["hits"] and \
         answer["left_off"] == len(fw.recall("models.py", limit=200)) - len(answer["hits"])
     assert answer["hits"][0] == fw.recall("models.py", limit=1)[0].to_dict()
+
+
+@pytest.mark.parametrize("query", ['"', '"evil', 'evil*', '*', 'NEAR(evil build)', 'evil OR red',
+                                   'evil NOT red', 'evil AND', '-evil', 'evil:build',
+                                   'context:evil', 'parts:evil', '^evil', '(', ')', 'OR', "'",
+                                   "evil_%", "\\", "evil \x00"])
+def test_fts_query_syntax_in_a_query_is_text(db: Path, query: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """FTS5 operators, column filters and quotes in a query are words, never syntax: no query
+    errors, and one naming ``evil`` finds the value it names by its part."""
+    capsys.readouterr()
+    code = main(["recall", "--audit-db", str(db), "--json", "--limit", "200", "--", query])
+    out, err = capsys.readouterr()
+    assert code in (0, 1) and "error" not in err.lower() and "syntax" not in err.lower(), err
+    if "evil" in query:
+        assert code == 0 and "evil-build-42" in [json.loads(l)["value"] for l in out.splitlines()]
