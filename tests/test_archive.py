@@ -588,19 +588,28 @@ LATE = "Qz8vK2mWx7pLr4Tn" + "9bYc"
 
 
 def assert_a_late_secret_is_forgotten(fw):
+    escaped = LATE.replace("L", "\\u004c")  # a JSON spelling of it, and a piece of it
     first = [{"role": "user", "content": f"Run the job with build id {LATE} on node-12 please"},
-             {"role": "assistant", "content": "Started."}, {"role": "user", "content": "ok"}]
+             {"role": "assistant", "content": "Started."},
+             {"role": "user", "content": f'{{"job": "{escaped}", "ref": "ORD-77"}} and '
+                                         f'short {LATE[:10]} here'},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
     one = fw.compact(first, summarize)
+    assert LATE[:10] in fw.audit.archived_values(one.record.conversation_id)
     assert fw.recall(LATE)[0].value == LATE and one.archive.recallable == \
         fw.audit.archive_count(one.record.conversation_id)
-    later = first + [{"role": "user", "content": f"the db password: {LATE}"},
-                     {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "go"}]
+    # as an agent goes on: the compacted context, then new turns
+    later = one.messages + [{"role": "user", "content": f"the db password: {LATE}"},
+                            {"role": "assistant", "content": "Noted."},
+                            {"role": "user", "content": "go"}]
     two = fw.compact(later, summarize, ledger=one.ledger)
     assert two.compacted and two.audit_error is None
     assert [e.sensitive for e in two.ledger.entries if e.value == LATE] == [True]
-    for query in (LATE, LATE[:6], LATE[-6:], "build", "node-12", "job please", "password"):
+    for query in (LATE, LATE[:6], LATE[-6:], "build", "node-12", "job please", "password",
+                  "ORD-77", "short", "ref"):
         for hit in fw.recall(query, limit=200):
             assert not leaked(f"{hit.value}\n{hit.context}", [LATE]), (query, hit)
+            assert LATE[:10] not in f"{hit.value}\n{hit.context}", (query, hit)
     assert "[secret]" in fw.recall("node-12")[0].context
     # the count a hook's hint gives is what a recall can return: the hidden row is not in it
     conversation = two.record.conversation_id
@@ -747,3 +756,30 @@ def test_fts_and_tsquery_syntax_in_a_query_is_text(fw):
 
 def test_postgres_reads_query_syntax_as_text_as_sqlite_does(pg_fw):
     assert_query_syntax_is_text(pg_fw)
+
+
+def test_forgetting_reaches_a_piece_and_an_escaped_spelling_no_entry_names(archive_db):
+    """The rows a late secret must change, when the compaction that learns it brings nothing
+    but the secret itself: a value lying inside it, a context line spelling it with a JSON
+    escape or URL-encoded, and a value holding it; rows that merely look alike stay."""
+    from firewall.audit import archive_forget
+    from urllib.parse import quote
+
+    secret = "Qz8vK2mWx7p/Lr4Tn9bYc"
+    rows = [entry(secret[:10], "core/id-token"),                      # inside it
+            entry("ORD-77", "core/id-token"), entry("ORD-78", "core/id-token"),
+            entry(f"k={secret}", SWEPT_RULE), entry("Qz8vK2mWx7q", "core/id-token")]
+    rows[1].context = f'{{"job": "{secret.replace("/", chr(92) + "/")}"}} ORD-77'
+    rows[2].context = f"GET /x?sig={quote(secret, safe='')} ORD-78"
+    archive_sqlite.write(archive_db, "c", 1, rows, ArchiveLimits())
+    learnt = ArchiveEntry(value=None, value_hash="h-secret", kind="other", rule="secrets/x",
+                          role="user", first_turn=2, last_turn=2, seen=1, context=None,
+                          sensitive=True, parts=None, secret=secret)
+    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 2
+    kept = {r["value"]: r["context"] for r in archive_db.execute(
+        "SELECT value, context FROM archive WHERE sensitive = 0")}
+    assert set(kept) == {"ORD-77", "ORD-78", "Qz8vK2mWx7q"}
+    assert kept["ORD-77"] == '{"job": "[secret]"} ORD-77'
+    assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
+    assert archive_sqlite.count(archive_db, "c") == 3
+    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 0  # nothing left to forget
