@@ -19,6 +19,7 @@ from typing import Any
 
 from ..literals import SECRET_MIN_CHARS, SecretIndex
 from .archive import ArchiveEntry, _masker, spelled
+from .keys import escape_surrogates
 
 
 def secret_entries(entries: Sequence[ArchiveEntry]) -> dict[str, str]:
@@ -27,9 +28,11 @@ def secret_entries(entries: Sequence[ArchiveEntry]) -> dict[str, str]:
 
 
 def unknown_secrets(secrets: dict[str, str], hashed: Iterable[str]) -> list[str]:
-    """The secrets (hash → secret) whose hash is not among the conversation's ``hashed``."""
+    """The secrets (hash → secret) whose hash is not among the conversation's ``hashed``, as
+    the archive writes text (a lone surrogate as its ``\\udXXX`` escape)."""
     hashed = set(hashed)
-    return list(dict.fromkeys(s for h, s in secrets.items() if h not in hashed))
+    return list(dict.fromkeys(escape_surrogates(s) for h, s in secrets.items()
+                              if h not in hashed))
 
 
 def plan(rows: Iterable[tuple[Any, str | None, str | None]], secrets: Sequence[str]
