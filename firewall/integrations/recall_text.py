@@ -28,7 +28,8 @@ def hit_json(data: Any) -> str:
     return visible_json(json.dumps(data, ensure_ascii=False))
 
 
-def bounded(hits: list[dict[str, Any]], limit: int = ANSWER_CHARS) -> tuple[list[dict[str, Any]], int]:
+def bounded(hits: list[dict[str, Any]],
+            limit: int = ANSWER_CHARS) -> tuple[list[dict[str, Any]], int]:
     """The first ``hits`` whose JSON fits in ``limit`` characters (the first always), and how
     many were left off."""
     kept, size = [], 0
@@ -48,7 +49,7 @@ def answer(hits: list[dict[str, Any]], **fields: Any) -> tuple[dict[str, Any], s
     if left_off:
         data["left_off"] = left_off
         data["note"] = (f"{left_off} more hits left off to keep this answer short: ask with more "
-                        f"of the value, or a lower limit")
+                        f"of the value")
     return data, hit_json(data)
 
 
