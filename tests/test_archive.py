@@ -787,3 +787,23 @@ def test_forgetting_reaches_a_piece_and_an_escaped_spelling_no_entry_names(archi
     assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
     assert archive_sqlite.count(archive_db, "c") == 3
     assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 0  # nothing left to forget
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_compaction_that_learns_many_secrets_at_once_still_writes(store, request, tmp_path):
+    """Forgetting asks the database for the rows holding any of them, one condition per
+    spelling: 200 new secrets made an OR chain deeper than SQLite parses ("Expression tree is
+    too large"), and the compaction's archive write failed (the dev data's sessions did)."""
+    fw = request.getfixturevalue("pg_fw") if store == "postgres" else \
+        Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY), keep_last=1)
+    first = [{"role": "user", "content": "Deploy ORD-2024-88123 from build 7-12"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
+    one = fw.compact(first, summarize)
+    keys = "\n".join(f"password: Zq8v{i:04d}K2mWx7pLr" for i in range(200))
+    two = fw.compact(one.messages + [{"role": "user", "content": keys},
+                                     {"role": "assistant", "content": "ok"},
+                                     {"role": "user", "content": "go"}],
+                     summarize, ledger=one.ledger)
+    assert two.audit_error is None and two.archive is not None
+    assert two.archive.literals - two.archive.recallable >= 200  # hashed
+    assert fw.recall("ORD-2024")[0].value == "ORD-2024-88123"

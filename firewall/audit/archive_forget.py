@@ -68,10 +68,11 @@ def forget_sqlite(conn: Any, conversation_id: str, entries: Sequence[ArchiveEntr
     secrets = unknown_secrets(known, hashed)
     if not secrets:
         return 0
-    where, args = _candidates(secrets, "?", "instr({}, {})")
-    rows = {r[0]: (r[0], r[1], r[2], r[3]) for r in conn.execute(
-        f"SELECT id, value, context, parts FROM archive WHERE conversation_id = ? "
-        f"AND sensitive = 0 AND ({where})", (conversation_id, *args))}
+    rows = {r[0]: (r[0], r[1], r[2], r[3])
+            for where, args in _candidates(secrets, "?", "instr({}, {})")
+            for r in conn.execute(f"SELECT id, value, context, parts FROM archive WHERE "
+                                  f"conversation_id = ? AND sensitive = 0 AND ({where})",
+                                  (conversation_id, *args))}
     hidden, masked = plan((r[:3] for r in rows.values()), secrets)
     if hidden or masked:  # the old text is zeroed where SQLite frees it, not left in free space
         conn.execute("PRAGMA secure_delete = ON")
@@ -112,10 +113,11 @@ def forget_postgres(conn: Any, conversation_id: str, entries: Sequence[ArchiveEn
     secrets = unknown_secrets(known, hashed)
     if not secrets:
         return 0
-    where, args = _candidates(secrets, "%s", "strpos({}, {})")
-    hidden, masked = plan(conn.execute(
-        f"SELECT id, value, context FROM archive WHERE conversation_id = %s AND NOT sensitive "
-        f"AND ({where})", (conversation_id, *args)).fetchall(), secrets)
+    rows = {r[0]: r for where, args in _candidates(secrets, "%s", "strpos({}, {})")
+            for r in conn.execute(f"SELECT id, value, context FROM archive WHERE "
+                                  f"conversation_id = %s AND NOT sensitive AND ({where})",
+                                  (conversation_id, *args)).fetchall()}
+    hidden, masked = plan(rows.values(), secrets)
     for key in hidden:
         conn.execute("UPDATE archive SET value = NULL, parts = NULL, context = NULL, "
                      "sensitive = true WHERE id = %s", (key,))
@@ -127,20 +129,26 @@ def forget_postgres(conn: Any, conversation_id: str, entries: Sequence[ArchiveEn
     return len(hidden)
 
 
-def _candidates(secrets: Sequence[str], mark: str, find: str) -> tuple[str, list[str]]:
-    """The SQL condition (and its arguments) of the rows ``plan`` may change: a value or a
-    context line holding a spelling of a secret, a value inside one, or any backslash (a JSON
-    escape ``plan`` reads): the database tests it, cheaper than Python row by row."""
-    conditions, args = ["{0} > 0".format(find.format("value", "'\\'")),
-                        "{0} > 0".format(find.format("context", "'\\'"))], []
+CONDITIONS = 150  # per query: SQLite parses a chain of ORs 1,000 deep at most
+BACKSLASH = "'" + chr(92) + "'"  # an SQL string of one backslash (in both databases)
+
+
+def _candidates(secrets: Sequence[str], mark: str, find: str) -> list[tuple[str, list[str]]]:
+    """The SQL conditions (and their arguments), a query's worth each, of the rows ``plan``
+    may change: a value or a context line holding a spelling of a secret, a value inside one,
+    or any backslash (a JSON escape ``plan`` reads): the database tests them, cheaper than
+    Python row by row."""
+    conditions: list[tuple[str, list[str]]] = [
+        (f"{find.format(column, BACKSLASH)} > 0", []) for column in ("value", "context")]
     for secret in [*secrets, *spelled(secrets)]:
-        conditions += [f"{find.format('value', mark)} > 0", f"{find.format('context', mark)} > 0"]
-        args += [secret, secret]
+        conditions += [(f"{find.format(column, mark)} > 0", [secret])
+                       for column in ("value", "context")]
         if len(secret) >= SECRET_MIN_CHARS:  # a value lying inside it
-            conditions.append(f"(length(value) >= {SECRET_MIN_CHARS} AND "
-                              f"{find.format(mark, 'value')} > 0)")
-            args.append(secret)
-    return " OR ".join(conditions), args
+            conditions.append((f"(length(value) >= {SECRET_MIN_CHARS} AND "
+                               f"{find.format(mark, 'value')} > 0)", [secret]))
+    return [(" OR ".join(c for c, _ in chunk), [a for _, args in chunk for a in args])
+            for chunk in (conditions[i:i + CONDITIONS]
+                          for i in range(0, len(conditions), CONDITIONS))]
 
 
 def _forget_dropped(conn: Any, mark: str, conversation_id: str, secrets: Sequence[str]) -> None:
