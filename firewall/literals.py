@@ -156,6 +156,9 @@ _KINDS = (
 )
 
 
+LITERAL_KINDS = (*(kind for kind, _ in _KINDS), "other")  # what ``literal_kind`` answers
+
+
 def literal_kind(text: str) -> str:
     """``email``, ``uuid_hex``, ``numeric``, ``path``, ``alnum_code`` (a code with a digit, or
     one capitalized word: ``SELECT``, not ``PASSED:``), ``identifier`` or ``other``."""

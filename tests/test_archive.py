@@ -131,8 +131,12 @@ def test_a_secret_never_comes_back_in_any_form_under_any_query(tmp_path):
     assert result.compacted and result.archive.literals > result.archive.recallable
     queries = {"INV-2025-08-44719", "key", "password", "token", "Bearer", "Authorization",
                "secret", "aws_secret_access_key", "postgres", "admin", "ghp", "sk", "AKIA"}
+    from firewall.audit import HASH_PREFIX, literal_hash
+
     for secret in SECRETS:
         queries |= {secret, secret[:6], secret[-6:], *fragments(secret, 6), *terms(secret)}
+        # its hash, as the audit log and the MCP server print it: never a way in
+        queries |= {literal_hash(secret, KEY), HASH_PREFIX + literal_hash(secret, KEY)}
     for query in sorted(queries):
         if not query.strip():
             continue
@@ -268,9 +272,10 @@ def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
     text = recall_tool.answer(fw, '{"query": "models.py", "limit": 2}', conversation=conversation)
     hits = json.loads(text)["hits"]
     assert hits[0]["value"] == "src/app/models.py" and len(hits) <= 2
-    assert "error" in json.loads(recall_tool.answer(fw, {"limit": 2}))
-    assert "error" in json.loads(recall_tool.answer(fw, "not json"))
-    assert "error" in json.loads(recall_tool.answer(fw, {"query": "x", "limit": 0}))
+    assert "error" in json.loads(recall_tool.answer(fw, {"limit": 2}, conversation=None))
+    assert "error" in json.loads(recall_tool.answer(fw, "not json", conversation=None))
+    assert "error" in json.loads(recall_tool.answer(fw, {"query": "x", "limit": 0},
+                                                    conversation=None))
 
     pytest.importorskip("agents")
     tool = recall_tool.agents_tool(fw, conversation=conversation)
@@ -279,7 +284,7 @@ def test_the_recall_literal_tool_answers_from_the_archive_in_every_shape(fw):
     assert json.loads(out)["hits"][0]["value"] == "ORD-2024-88123"
 
     pytest.importorskip("langchain_core")
-    lc = recall_tool.langchain_tool(fw)
+    lc = recall_tool.langchain_tool(fw, conversation=conversation)
     assert json.loads(lc.invoke({"query": "user name"}))["hits"][0]["value"] == "getUserName"
 
 
@@ -292,7 +297,8 @@ def test_the_recall_literal_tool_never_answers_with_a_secret(tmp_path):
     fw.compact(leaky_conversation(), summarize)
     for secret in SECRETS:
         for query in {secret, secret[:6], secret[-6:]}:
-            assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200})), query
+            assert not leaked(recall_tool.answer(fw, {"query": query, "limit": 200},
+                                                 conversation=None)), query
 
 
 SIBLINGS = ("Deploy ORD-1111-11111 to staging tonight, roll back ORD-2222-22222 from canary "
@@ -606,3 +612,226 @@ def test_a_window_with_escapes_masks_a_secret_the_same_read_or_not(secret):
         assert secret not in _unescaped(line)
     # the shortcut is taken only when no secret holds a character an escape stands for
     assert mask.plain_reading == ("/" not in secret)
+
+
+# -- a value archived in clear, then learnt to be a secret (security round 3) ------------------
+
+LATE = "Qz8vK2mWx7pLr4Tn" + "9bYc"
+
+
+def assert_a_late_secret_is_forgotten(fw):
+    escaped = LATE.replace("L", "\\u004c")  # a JSON spelling of it, and a piece of it
+    first = [{"role": "user", "content": f"Run the job with build id {LATE} on node-12 please"},
+             {"role": "assistant", "content": "Started."},
+             {"role": "user", "content": f'{{"job": "{escaped}", "ref": "ORD-77"}} and '
+                                         f'short {LATE[:10]} here'},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
+    one = fw.compact(first, summarize)
+    assert LATE[:10] in fw.audit.archived_values(one.record.conversation_id)
+    assert fw.recall(LATE)[0].value == LATE and one.archive.recallable == \
+        fw.audit.archive_count(one.record.conversation_id)
+    # as an agent goes on: the compacted context, then new turns
+    later = one.messages + [{"role": "user", "content": f"the db password: {LATE}"},
+                            {"role": "assistant", "content": "Noted."},
+                            {"role": "user", "content": "go"}]
+    two = fw.compact(later, summarize, ledger=one.ledger)
+    assert two.compacted and two.audit_error is None
+    assert [e.sensitive for e in two.ledger.entries if e.value == LATE] == [True]
+    for query in (LATE, LATE[:6], LATE[-6:], "build", "node-12", "job please", "password",
+                  "ORD-77", "short", "ref"):
+        for hit in fw.recall(query, limit=200):
+            assert not leaked(f"{hit.value}\n{hit.context}", [LATE]), (query, hit)
+            assert LATE[:10] not in f"{hit.value}\n{hit.context}", (query, hit)
+    assert "[secret]" in fw.recall("node-12")[0].context
+    # the count a hook's hint gives is what a recall can return: the hidden row is not in it
+    conversation = two.record.conversation_id
+    assert LATE not in fw.audit.archived_values(conversation)
+    assert two.archive.recallable == fw.audit.archive_count(conversation) == \
+        len(fw.audit.archived_values(conversation))
+
+
+def test_a_value_archived_in_clear_then_known_as_a_secret_is_forgotten(fw):
+    assert_a_late_secret_is_forgotten(fw)
+
+
+def test_postgres_forgets_a_late_secret_as_sqlite_does(pg_fw):
+    assert_a_late_secret_is_forgotten(pg_fw)
+
+
+def assert_one_conversation_never_answers_for_another(fw):
+    """Two conversations holding the same words and values, one of them also its own: asked
+    for one, every tier (exact, affix, part, context words, swept tokens) answers from it only;
+    asked for none, from both."""
+    mine = [{"role": "user", "content": "Fix src/app/models.py: ORD-2024-88123 fails with "
+                                        "E4021, see build 7-12 and /srv/mine/secret.txt"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]
+    theirs = [{**m, "content": m["content"].replace("mine", "theirs")} for m in mine]
+    from firewall.compaction.ledger import Ledger
+
+    fw.compact(mine, summarize, ledger=Ledger.new("mine"))
+    fw.compact(theirs, summarize, ledger=Ledger.new("theirs"))
+    queries = ["ORD-2024-88123", "ORD-2024", "88123", "models.py", "app/models", "fails E4021",
+               "7-12", "secret.txt", "srv", "build", "mine", "theirs", "/srv/theirs/secret.txt"]
+    seen = set()
+    for query in queries:
+        for hit in fw.recall(query, conversation="mine", limit=200):
+            assert hit.conversation == "mine", (query, hit)
+            assert "theirs" not in f"{hit.value} {hit.context}", (query, hit)
+        seen |= {h.conversation for h in fw.recall(query, limit=200)}
+    assert seen == {"mine", "theirs"}
+
+
+def test_one_conversation_never_answers_for_another(fw):
+    assert_one_conversation_never_answers_for_another(fw)
+
+
+def test_postgres_keeps_conversations_apart_as_sqlite_does(pg_fw):
+    assert_one_conversation_never_answers_for_another(pg_fw)
+
+
+def test_the_recall_literal_tool_answers_from_its_own_conversation_only(fw):
+    """An audit log shared by many conversations (many users of one service): the function
+    tool built for one answers from it only, and cannot be built without naming one."""
+    import json
+
+    from firewall.compaction.ledger import Ledger
+    from firewall.integrations import recall_tool
+
+    fw.compact(messages(), summarize, ledger=Ledger.new("alice"))
+    fw.compact(messages(" and migrations/0077_bob_only.py"), summarize, ledger=Ledger.new("bob"))
+    for query in ("models.py", "0077_bob_only", "bob only", "migrations"):
+        hits = json.loads(recall_tool.answer(fw, {"query": query}, conversation="alice"))["hits"]
+        assert all(h["conversation"] == "alice" and "bob" not in h["value"] for h in hits)
+    everyone = json.loads(recall_tool.answer(fw, {"query": "0077"}, conversation=None))["hits"]
+    assert {h["conversation"] for h in everyone} == {"bob"}  # asked for every conversation
+    with pytest.raises(TypeError, match="conversation"):
+        recall_tool.answer(fw, {"query": "models.py"})
+    pytest.importorskip("langchain_core")
+    with pytest.raises(TypeError, match="conversation"):
+        recall_tool.langchain_tool(fw)
+    tool = recall_tool.langchain_tool(fw, conversation="alice")
+    assert json.loads(tool.invoke({"query": "0077_bob_only"}))["hits"] == []
+
+
+def assert_the_sizes_are_what_the_rows_are(fw, rows):
+    """Over compactions that add, see again, evict and forget (a value learnt to be a secret),
+    each write's counts and the kept totals (``archive_count``, the hooks' hint) match the rows
+    themselves: every literal, the recallable ones, their bytes."""
+    from firewall.compaction.ledger import Ledger
+
+    ledger, turns = Ledger.new("capped"), []
+    for n in range(6):
+        turns += [{"role": "user", "content": f"Step {n}: fix src/mod{n}/file{n}.py for ORD-{n}000"
+                                              f"-88123 and build 7-1{n}, id Qz8vK2mWx7pLr4Tn{n}bYc"},
+                  {"role": "assistant", "content": f"Done step {n} on node-{n}2."}]
+        if n == 4:  # an id of step 3, learnt to be a password
+            turns.append({"role": "user", "content": "oh, the db password: Qz8vK2mWx7pLr4Tn3bYc"})
+        result = fw.compact(turns + [{"role": "user", "content": "next"}], summarize,
+                            ledger=ledger)
+        ledger = result.ledger
+        write = result.archive
+        total, recallable, size = rows("capped")
+        assert (write.literals, write.recallable, write.bytes) == (total, recallable, size), n
+        assert fw.audit.archive_count("capped") == recallable == \
+            len(fw.audit.archived_values("capped"))
+        assert total <= 12
+    assert fw.audit.archive_dropped("capped")  # the cap did evict
+    assert all("Qz8vK2mWx7pLr4Tn3bYc" not in v for v in fw.audit.archived_values("capped"))
+
+
+def test_the_cap_and_forgetting_keep_the_sizes_true(tmp_path):
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
+    fw = Firewall(audit=log, keep_last=1, archive=ArchiveLimits(max_literals=12))
+
+    def rows(conversation):
+        with sqlite3.connect(log.path) as conn:
+            return conn.execute("SELECT count(*), coalesce(sum(1 - sensitive), 0), "
+                                "coalesce(sum(bytes), 0) FROM archive WHERE conversation_id = ?",
+                                (conversation,)).fetchone()
+
+    assert_the_sizes_are_what_the_rows_are(fw, rows)
+
+
+def test_postgres_cap_and_forgetting_keep_the_sizes_true(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    fw = Firewall(audit=postgres_url, keep_last=1, archive=ArchiveLimits(max_literals=12))
+
+    def rows(conversation):
+        with psycopg.connect(postgres_url) as conn:
+            return tuple(conn.execute(
+                "SELECT count(*), coalesce(sum((NOT sensitive)::int), 0), "
+                "coalesce(sum(bytes), 0) FROM archive WHERE conversation_id = %s",
+                (conversation,)).fetchone())
+
+    assert_the_sizes_are_what_the_rows_are(fw, rows)
+
+
+SYNTAX = ['"', '"models', 'models*', '*', 'NEAR(models py)', 'models OR views', 'models NOT x',
+          'models AND', '-models', 'app:models', 'parts:models', '^models', '(', ')', 'OR', "'",
+          "models_%", "\\", "models & views | !x", "models:*", "<->", "models <-> py"]
+
+
+def assert_query_syntax_is_text(fw):
+    fw.compact(messages(), summarize)
+    for query in SYNTAX:
+        hits = fw.recall(query, limit=50)  # never an FTS or tsquery syntax error
+        if "models" in query:
+            assert "src/app/models.py" in [h.value for h in hits], query
+
+
+def test_fts_and_tsquery_syntax_in_a_query_is_text(fw):
+    assert_query_syntax_is_text(fw)
+
+
+def test_postgres_reads_query_syntax_as_text_as_sqlite_does(pg_fw):
+    assert_query_syntax_is_text(pg_fw)
+
+
+def test_forgetting_reaches_a_piece_and_an_escaped_spelling_no_entry_names(archive_db):
+    """The rows a late secret must change, when the compaction that learns it brings nothing
+    but the secret itself: a value lying inside it, a context line spelling it with a JSON
+    escape or URL-encoded, and a value holding it; rows that merely look alike stay."""
+    from firewall.audit import archive_forget
+    from urllib.parse import quote
+
+    secret = "Qz8vK2mWx7p/Lr4Tn9bYc"
+    rows = [entry(secret[:10], "core/id-token"),                      # inside it
+            entry("ORD-77", "core/id-token"), entry("ORD-78", "core/id-token"),
+            entry(f"k={secret}", SWEPT_RULE), entry("Qz8vK2mWx7q", "core/id-token")]
+    rows[1].context = f'{{"job": "{secret.replace("/", chr(92) + "/")}"}} ORD-77'
+    rows[2].context = f"GET /x?sig={quote(secret, safe='')} ORD-78"
+    archive_sqlite.write(archive_db, "c", 1, rows, ArchiveLimits())
+    learnt = ArchiveEntry(value=None, value_hash="h-secret", kind="other", rule="secrets/x",
+                          role="user", first_turn=2, last_turn=2, seen=1, context=None,
+                          sensitive=True, parts=None, secret=secret)
+    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 2
+    kept = {r["value"]: r["context"] for r in archive_db.execute(
+        "SELECT value, context FROM archive WHERE sensitive = 0")}
+    assert set(kept) == {"ORD-77", "ORD-78", "Qz8vK2mWx7q"}
+    assert kept["ORD-77"] == '{"job": "[secret]"} ORD-77'
+    assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
+    assert archive_sqlite.count(archive_db, "c") == 3
+    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 0  # nothing left to forget
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_compaction_that_learns_many_secrets_at_once_still_writes(store, request, tmp_path):
+    """Forgetting asks the database for the rows holding any of them, one condition per
+    spelling: 200 new secrets made an OR chain deeper than SQLite parses ("Expression tree is
+    too large"), and the compaction's archive write failed (the dev data's sessions did)."""
+    fw = request.getfixturevalue("pg_fw") if store == "postgres" else \
+        Firewall(audit=SQLiteAuditLog(tmp_path / "audit.db", key=KEY), keep_last=1)
+    first = [{"role": "user", "content": "Deploy ORD-2024-88123 from build 7-12"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
+    one = fw.compact(first, summarize)
+    keys = "\n".join(f"password: Zq8v{i:04d}K2mWx7pLr" for i in range(200))
+    two = fw.compact(one.messages + [{"role": "user", "content": keys},
+                                     {"role": "assistant", "content": "ok"},
+                                     {"role": "user", "content": "go"}],
+                     summarize, ledger=one.ledger)
+    assert two.audit_error is None and two.archive is not None
+    assert two.archive.literals - two.archive.recallable >= 200  # hashed
+    assert fw.recall("ORD-2024")[0].value == "ORD-2024-88123"

@@ -247,3 +247,44 @@ def test_scan_exits_1_when_a_rule_timed_out_and_says_which(capsys, tmp_path):
     assert "rule hostile/nested timed out on turn 1" in err and "must be kept verbatim" in err
     log.write_text(json.dumps([{"role": "user", "content": "please check the logs"}]))
     assert run(capsys, "scan", str(log), "--rules", str(pack), "--only")[0] == 0
+
+
+@pytest.fixture
+def small_archive(tmp_path, capsys, monkeypatch):
+    """A SQLite log holding one compaction's archive: a path, an id, a range no rule extracts."""
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", "test-key")
+    source, db = tmp_path / "c.json", str(tmp_path / "audit.db")
+    source.write_text(json.dumps([
+        {"role": "user", "content": "Fix src/app/models.py, see build 7-12 for ORD-2024-88123"},
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]), "utf-8")
+    assert main(["compact", str(source), "--keep-last", "1", "--audit-db", db]) == 0
+    capsys.readouterr()
+    return db
+
+
+def test_recall_refuses_a_kind_no_literal_has_instead_of_finding_nothing(small_archive, capsys):
+    """``--kind`` names one of the kinds ``--json`` prints: a typo was answered "nothing
+    archived matches" (exit 1, a lie); it is a usage error naming the kinds. ``token`` (the
+    swept tokens) is one of them."""
+    db = small_archive
+    assert main(["recall", "--audit-db", db, "--kind", "paths", "models"]) == 2
+    err = capsys.readouterr().err
+    assert "paths" in err and "path" in err and "token" in err
+    assert main(["recall", "--audit-db", db, "--kind", "token", "--json", "7-12"]) == 0
+    kinds = {json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()}
+    assert kinds == {"token"}
+    assert main(["recall", "--audit-db", db, "--kind", "email", "models"]) == 1  # none: exit 1
+
+
+def test_recall_bounds_its_query_so_a_tool_call_cannot_stall_the_log(small_archive, capsys):
+    """A query is at most as long as the longest value the archive keeps: a model's tool call
+    of a megabyte of words made every context candidate be searched for every word (seconds
+    per call, and an FTS query of as many terms); it is a usage error naming the bound."""
+    from firewall.compaction.ledger import LITERAL_MAX_CHARS
+
+    db = small_archive
+    longest = ("models " * LITERAL_MAX_CHARS)[:LITERAL_MAX_CHARS - 1] + "x"
+    assert main(["recall", "--audit-db", db, "--", longest]) in (0, 1)
+    assert main(["recall", "--audit-db", db, "--", longest + "y"]) == 2
+    err = capsys.readouterr().err
+    assert f"{LITERAL_MAX_CHARS:,}" in err and len(err) < 400

@@ -672,3 +672,23 @@ def test_install_with_mcp_registers_the_server_and_the_hint(tmp_path, capsys):
     assert hooks.install_mcp(tmp_path / "project" / ".mcp.json") is False  # idempotent
     plain = hooks.hooks_config("claude-code")["hooks"]["SessionStart"][0]["hooks"][0]
     assert "--recall-hint" not in plain["command"]  # opt-in
+
+
+def test_an_unreadable_archive_costs_the_hint_line_never_the_block(monkeypatch):
+    """The hint line counts the archive; a log that cannot be read then (its server down) used
+    to raise out of the re-injecting hook, which fails open: the agent got no block at all, its
+    pinned literals lost for the sake of one line. Now the block comes without the line."""
+    summary = f"Refund for order {ORDER}."
+    assert run("pre-compact", claude_event("PreCompact", trigger="auto"))[0] == 0
+    assert run("post-compact", claude_event("PostCompact", trigger="auto",
+                                            compact_summary=summary))[0] == 0
+    session = claude_event("x")["session_id"]
+    state = hooks.load_state(session)
+    state.pending = True
+    hooks.save_state(state)
+    monkeypatch.setenv("FIREWALL_AUDIT_DB", "postgresql://fw@127.0.0.1:1/audit")  # refused
+    start = claude_event("SessionStart", source="compact", model="claude-sonnet-4-5")
+    code, out, _ = run("session-start", start, recall_hint=True)
+    assert code == 0 and out, "no block"
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("<<<ledger ") and "literal-firewall archive" not in context

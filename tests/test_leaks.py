@@ -948,6 +948,23 @@ def test_no_secret_leaves_through_replay_report_mcp_or_the_hooks(
             context = json.loads(hook_out)["hookSpecificOutput"]["additionalContext"]
             # the re-injected ledger holds the exact values, for the agent's own model
             assert context.startswith("<<<ledger ") and AWS_ID in context
+    # installed --with-mcp: the block ends with the archive's line (a count, no value)
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(
+        {**event, "hook_event_name": "SessionStart", "source": "compact"})))
+    assert main(["hooks", "run", "session-start", "--recall-hint"]) == 0
+    hinted = json.loads(capsys.readouterr().out)["hookSpecificOutput"]["additionalContext"]
+    written["hook session-start --recall-hint, its archive line"] = hinted.rsplit("\n", 1)[1]
+    assert "literal-firewall archive" in hinted.rsplit("\n", 1)[1]
+    # firewall recall over both logs, every query, as text and as JSON
+    for log in (audit, hooks_audit):
+        for query in RECALL_QUERIES:
+            for form in ([], ["--json"]):
+                main(["recall", "--audit-db", str(log), "--limit", "200", *form, "--", query])
+                out = capsys.readouterr()
+                written[f"recall {query!r} {form} of {log.name}"] = out.out + json_decoded(out.out)
+    assert INVOICE in written[f"recall {INVOICE!r} [] of {audit.name}"]
     [state] = (tmp_path / "state" / "sessions").glob("*.json")
     data = json.loads(state.read_text("utf-8"))
     written["hook state, but its values"] = json.dumps(
@@ -963,6 +980,13 @@ def test_no_secret_leaves_through_replay_report_mcp_or_the_hooks(
     assert INVOICE in written["report of the audit"] or INVOICE in written["audit.db"]
     for private in (ledger, state):  # secrets in clear by design: the owner's eyes only
         assert private.stat().st_mode & 0o077 == 0, private
+
+
+# queries of the archive a secret could answer: each secret, its first and last characters,
+# and the words next to secrets in ``conversation()``
+RECALL_QUERIES = sorted({q for secret in SECRETS for q in (secret, secret[:6], secret[-6:])}
+                        | {"key", "password", "token", "Bearer", "Authorization", "Basic",
+                           "postgres", "admin", "card", "hook", "aws_secret_access_key", INVOICE})
 
 
 def mcp_answers(ledger: Path, audit: Path) -> str:
@@ -984,12 +1008,16 @@ def mcp_answers(ledger: Path, audit: Path) -> str:
                 ("pinned_literals", {}), ("find_pinned", {"rule": "secrets"}),
                 ("find_pinned", {"prefix": "AKIA"}), ("find_pinned", {"prefix": "ghp_"}),
                 ("find_pinned", {"rule": "github-token"}),
-                ("literal_survival", {"value": INVOICE}))]
+                ("literal_survival", {"value": INVOICE}),
+                # the archive: by a secret, its prefix, its suffix, and words beside one
+                *(("recall", {"query": q, "limit": 200}) for q in RECALL_QUERIES))]
 
     answers = anyio.run(run)
     assert not any(a.is_error for a in answers)
     assert INVOICE in json.dumps(answers[0].model_dump(mode="json"))
-    return json.dumps([a.model_dump(mode="json") for a in answers])
+    assert any(h["value"] == INVOICE for a in answers[6:] for h in a.structured_content["hits"])
+    text = json.dumps([a.model_dump(mode="json") for a in answers])
+    return text + "\n" + json_decoded(text)
 
 
 # -- 15. the archive's token tier (issue 27): tokens no rule extracted, never a piece of a secret --
@@ -1034,3 +1062,139 @@ def test_the_archive_token_tier_keeps_no_piece_of_a_secret_under_any_query(
     assert leaked(stored) == [] and leaked(stored[::-1]) == []
     assert leaked(json_decoded(stored)) == [] and "4111" not in stored
     assert hashed >= 3  # x=<github>; card:4111 <stripe>), ... stand as hashes only
+
+
+# -- 16. a value archived before a later compaction learnt it is a secret ----------------------
+
+LATE = "Qz8vK2mWx7pLr4Tn" + "9bYc"  # looks like a build id first, then is given as a password
+
+
+def test_a_value_archived_before_it_was_known_as_a_secret_is_forgotten(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Compaction 1 archives ``LATE`` in clear (a rule reads an id, nothing says secret), with
+    the lines around it; compaction 2 sees ``password: LATE``: the ledger now holds it as a
+    secret, and so must the archive. No recall, under any query, brings back a piece of it, and
+    no row, FTS index or record of the cap holds one."""
+    from firewall.audit.archive import terms
+
+    first = [{"role": "user", "content": f"Run the job with build id {LATE} on node-12 please"},
+             {"role": "assistant", "content": "Started."},
+             {"role": "user", "content": "Status?"}]
+    later = first + [{"role": "user", "content": f"oh, and the db password: {LATE}"},
+                     {"role": "assistant", "content": "Noted."},
+                     {"role": "user", "content": "Deploy."}]
+    db, ledger = tmp_path / "audit.db", tmp_path / "run.ledger.json"
+    for n, messages in enumerate((first, later)):
+        source = tmp_path / f"conversation{n}.json"
+        source.write_text(json.dumps({"id": "late", "messages": messages}), encoding="utf-8")
+        assert main(["compact", str(source), "--keep-last", "1", "--audit-db", str(db),
+                     "--ledger", str(ledger)]) == 0
+        if n == 0:
+            assert main(["recall", "--audit-db", str(db), LATE]) == 0  # in clear: not known
+    assert [e["sensitive"] for e in json.loads(ledger.read_text("utf-8"))["entries"]
+            if e["value"] == LATE] == [True]
+    capsys.readouterr()
+    answers = []
+    for query in {LATE, LATE[:6], LATE[-6:], *fragments(LATE, 6), *terms(LATE), "build",
+                  "node-12", "job", "password"}:
+        main(["recall", "--audit-db", str(db), "--json", "--limit", "200", "--", query])
+        answers.append(capsys.readouterr().out)
+    assert '"node-12"' in "".join(answers)  # the harness read hits back
+    for answer in answers:
+        assert leaked(answer, [LATE]) == [], answer
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        rows = [row for table in ("archive", "archive_dropped", "archive_parts_data",
+                                  "archive_context_data")
+                for row in conn.execute(f"SELECT * FROM {table}").fetchall()]
+    stored = "\n".join(str(c) for row in rows for c in row if c is not None)
+    assert leaked(stored, [LATE]) == [] and leaked(stored[::-1], [LATE]) == []
+    assert LATE.lower() not in stored.lower()  # FTS5 keeps its tokens folded
+    assert main(["recall", "--audit-db", str(db), "--", LATE]) == 1
+
+
+# -- 17. a known secret spelled URL-encoded or in base64 ------------------------------------------
+
+def base64_pieces(secret: str) -> list[str]:
+    """8-character pieces of ``secret`` in base64, whatever bytes precede it (both alphabets)."""
+    import base64
+
+    pieces = []
+    for before in (b"", b"u", b"us"):
+        text = base64.b64encode(before + secret.encode()).decode()[4:-4]
+        pieces += fragments(text) + fragments(text.replace("+", "-").replace("/", "_"))
+    return pieces
+
+
+def spelled_leaks(text: str, secrets: list[str]) -> list[str]:
+    """Pieces of ``secrets`` in ``text`` read as a URL-encoded string, or in base64."""
+    from urllib.parse import unquote, unquote_plus
+
+    found = leaked(unquote(text), secrets) + leaked(unquote_plus(text), secrets)
+    return found + [p for s in secrets for p in base64_pieces(s) if p in text]
+
+
+def test_a_known_secret_url_encoded_or_in_base64_leaves_nowhere(
+        tmp_path: Path, vendor_env: Capture, capsys: pytest.CaptureFixture[str]) -> None:
+    """``AWS_SECRET`` and ``GITHUB`` are found where the secrets pack reads them; the tool output
+    also carries them URL-encoded (``%2F`` for ``/``, in a signed URL's query) and in base64 (a
+    Basic credential of ``user:token``, a config blob). Neither spelling reaches the vendor
+    summarizer (placeholder mode), the archive (values, context lines, swept tokens) or any
+    recall answer."""
+    import base64
+    from urllib.parse import quote
+
+    pytest.importorskip("anthropic")
+    docker = base64.b64encode(f"deploy:{GITHUB}".encode()).decode()
+    blob = base64.b64encode(f"token={GITHUB};".encode()).decode()  # each of the 3 alignments
+    basic = base64.b64encode(f"u:{GITHUB}".encode()).decode()
+    messages = [
+        {"role": "user", "content": f"aws_secret_access_key = {AWS_SECRET}\n"
+                                    f"GITHUB_TOKEN={GITHUB}"},
+        {"role": "assistant", "content": "Calling the upload.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "upload", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content":
+            f"GET https://files.example.com/v1/put?sig={quote(AWS_SECRET, safe='')}"
+            f"&build=77812 returned 403 ORD-5521\n"
+            f"next https://files.example.com/v1/put?k={quote(AWS_SECRET).lower()} ORD-5522\n"
+            f'config {{"auths": {{"ghcr.io": {{"auth": "{docker}"}}}}}} ORD-5523\n'
+            f"blob {blob} ORD-5524 end\nproxy Authorization: Basic {basic} ORD-5525"},
+        {"role": "assistant", "content": "Upload refused."},
+        {"role": "user", "content": "Retry later."}]
+    source, db = tmp_path / "conversation.json", tmp_path / "audit.db"
+    source.write_text(json.dumps(messages), encoding="utf-8")
+    assert main(["compact", str(source), "--placeholders", "--keep-last", "1", "--audit-db",
+                 str(db), "--summarizer", "anthropic"]) == 0
+    capsys.readouterr()
+    secrets = [AWS_SECRET, GITHUB]
+    for request in vendor_env.raw():
+        assert spelled_leaks(request, secrets) == [], "a spelling of a secret reached a vendor"
+    answers = []
+    for query in ("77812", "ORD-5521", "ORD-5522", "ORD-5523", "ORD-5524", "files.example.com",
+                  "put", "sig", "auth", "ghcr.io", "config", "blob", "deploy", "end"):
+        main(["recall", "--audit-db", str(db), "--json", "--limit", "200", "--", query])
+        answers.append(capsys.readouterr().out)
+    assert "ORD-5524" in "".join(answers)  # the harness read hits back
+    for answer in answers:
+        assert spelled_leaks(json_decoded(answer), secrets) == [], answer
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT value, parts, context FROM archive").fetchall()
+    stored = "\n".join(str(c) for row in rows for c in row if c is not None)
+    assert spelled_leaks(stored, secrets) == []
+
+
+# -- 18. firewall eval --ledgers: an evaluation's output, not a secret store ---------------------
+
+def test_eval_ledgers_write_no_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``eval --ledgers OUT.jsonl`` writes each cut's pinned literals and the archived ones:
+    every secret of ``conversation()`` was in its ``literals`` in clear (an evaluation output,
+    written with the user's umask). A sensitive value is ``[sensitive]`` there, as in replay's
+    lines; the others stay exact."""
+    source, out = write_conversation(tmp_path), tmp_path / "ledgers.jsonl"
+    assert main(["eval", str(source), "--ledgers", str(out), "--json"]) == 0
+    capsys.readouterr()
+    text = out.read_text("utf-8")
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines and leaked(text) == [] and leaked(json_decoded(text)) == []
+    assert INVOICE in lines[0]["literals"] and "[sensitive]" in lines[0]["literals"]
+    assert INVOICE in lines[0]["archived"]

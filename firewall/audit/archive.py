@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..literals import SECRET_MIN_CHARS, Literal, SecretIndex
+from ..literals import LITERAL_KINDS, SECRET_MIN_CHARS, Literal, SecretIndex
 from ..turns import Turn
 
 SECRET_MASK = "[secret]"
@@ -48,6 +48,9 @@ ESCAPED = 6  # characters of a JSON escape (\\uXXXX) per character of a secret, 
 CONTEXT_CHARS = 160  # the context line is clipped to about this many characters around the value
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
+# a longer query than the longest value kept (the ledger's LITERAL_MAX_CHARS, a layer this one
+# does not import) finds none
+MAX_QUERY_CHARS = 8192
 CANDIDATES = 200  # rows an FTS tier ranks at most (newest first): bounds a common word's cost
 CONTEXT_CANDIDATES = 50  # the same for context words, whose lines are longer to rank
 PROXIMITY_CHARS = 12  # characters between a value and a query word that halve its proximity
@@ -105,6 +108,9 @@ class ArchiveEntry:
     context: str | None
     sensitive: bool
     parts: str | None
+    # a sensitive entry's value, in memory only (never stored, never shown): what the write
+    # forgets where an earlier compaction archived it in clear (``archive_forget``)
+    secret: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -182,6 +188,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
 
     literals = list(literals)
     secret_values = {lit.value for lit in literals if lit.sensitive} | set(secrets)
+    secret_values |= spelled(secret_values)  # its URL-encoded and base64 spellings are secrets
     index = SecretIndex(list(secret_values))
     # every spelling the index knows (a JSON-escaped secret's decoded one too) is masked
     masker, reach = _masker(secret_values | set(index.secrets))
@@ -203,7 +210,8 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
             first_turn=max(lit.turn, 0), last_turn=max(lit.turn, 0), seen=max(lit.count, 1),
             context=None,
             sensitive=sensitive,
-            parts=None if sensitive else value_parts(escape_surrogates(lit.value)))
+            parts=None if sensitive else value_parts(escape_surrogates(lit.value)),
+            secret=lit.value if sensitive else None)
         first[lit.value] = lit
     for value, entry in by_value.items():
         if not entry.sensitive:
@@ -214,6 +222,15 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
         entries += swept_entries(span, {lit.value for lit in literals}, key=key,
                                  secrets=secret_values, index=index, mask=(masker, reach))
     return entries
+
+
+def spelled(secret_values: Iterable[str]) -> set[str]:
+    """The URL-encoded and base64 spellings of the secrets long enough to spread
+    (``spellings.encoded_spellings``)."""
+    from ..spellings import encoded_spellings
+
+    return {s for v in secret_values if len(v) >= SECRET_MIN_CHARS
+            for s in encoded_spellings(v)}
 
 
 ARCHIVE_TOKENS_ENV = "FIREWALL_ARCHIVE_TOKENS"
@@ -250,7 +267,8 @@ def swept_entries(span: Iterable[tuple[int, Turn]], extracted: set[str], *, key:
             value=value, value_hash=literal_hash(token, key), kind=SWEPT_KIND, rule=SWEPT_RULE,
             role=role, first_turn=max(number, 0), last_turn=max(last, 0), seen=count,
             context=context, sensitive=sensitive,
-            parts=None if value is None else value_parts(value)))
+            parts=None if value is None else value_parts(value),
+            secret=token if sensitive else None))
     return entries
 
 
@@ -443,6 +461,12 @@ class Query:
                                 "path segment, an id's first characters) or words of its context")
         if not 1 <= limit <= MAX_LIMIT:
             raise FirewallError(f"recall limit must be 1 to {MAX_LIMIT}, not {limit}")
+        if len(text) > MAX_QUERY_CHARS:  # each word is searched for in every candidate line
+            raise FirewallError(f"recall query of {len(text):,} characters: at most "
+                                f"{MAX_QUERY_CHARS:,}, the longest value the archive keeps")
+        kinds = (*LITERAL_KINDS, SWEPT_KIND)
+        if kind and kind not in kinds:  # a typo would find nothing, and say nothing matches
+            raise FirewallError(f"recall kind must be one of {', '.join(kinds)}, not {kind!r}")
         return cls(text, conversation or None, kind or None, rule or None, limit)
 
     @property

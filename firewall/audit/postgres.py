@@ -334,11 +334,16 @@ class PostgresAuditLog:
 
     def write_archive(self, conversation_id: str, compaction: int, entries: list[Any],
                       limits: Any = None) -> Any:
-        from . import archive_postgres as archive_pg
+        from . import archive_forget, archive_postgres as archive_pg
         from .archive import ArchiveLimits
 
-        return self._run("writing the archive", lambda conn: archive_pg.write(
-            conn, conversation_id, compaction, entries, limits or ArchiveLimits()))
+        def write(conn: Any) -> Any:
+            # what this compaction learnt is a secret, archived in clear before: forgotten
+            archive_forget.forget_postgres(conn, conversation_id, entries)
+            return archive_pg.write(conn, conversation_id, compaction, entries,
+                                    limits or ArchiveLimits())
+
+        return self._run("writing the archive", write)
 
     def recall(self, query: Any) -> list[Any]:
         from . import archive_postgres as archive_pg

@@ -345,13 +345,15 @@ class SQLiteAuditLog(KeyedLog):
                       limits: Any = None) -> Any:
         """Add a compaction's ``ArchiveEntry`` list to its conversation's archive (one
         transaction); returns ``archive_sqlite.ArchiveWrite``."""
-        from . import archive_sqlite
+        from . import archive_forget, archive_sqlite
         from .archive import ArchiveLimits
 
         self._keep_open()
         with self._connect("writing the archive") as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                # what this compaction learnt is a secret, archived in clear before: forgotten
+                archive_forget.forget_sqlite(conn, conversation_id, entries)
                 done = archive_sqlite.write(conn, conversation_id, compaction, entries,
                                             limits or ArchiveLimits())
                 conn.execute("COMMIT")

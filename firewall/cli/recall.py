@@ -9,7 +9,6 @@ never returned.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -30,7 +29,8 @@ def _limit(text: str) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..audit import escape_surrogates, open_audit_log
+    from ..audit import open_audit_log
+    from ..integrations.recall_text import hit_json, render
 
     missing = missing_log_file(args.audit_db)
     if missing is not None:  # reading must not create the log
@@ -50,22 +50,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if not hits:
         sys.stderr.write(f"firewall: nothing archived matches {args.query!r}\n")
         return EXIT_NONE
+    # hits hold tool output: written as data (no escape sequence, no ledger delimiter)
     out = sys.stdout
-    if args.json:
-        for hit in hits:
-            out.write(escape_surrogates(json.dumps(hit.to_dict(), ensure_ascii=False)) + "\n")
-        return EXIT_OK
     for hit in hits:
-        out.write(escape_surrogates(_render(hit)) + "\n")
+        out.write((hit_json(hit.to_dict()) if args.json else render(hit)) + "\n")
     return EXIT_OK
-
-
-def _render(hit: Any) -> str:
-    turns = f"turn {hit.first_turn}" if hit.first_turn == hit.last_turn else \
-        f"turns {hit.first_turn}-{hit.last_turn}"
-    head = (f"{hit.value}\n    {hit.kind}, {hit.rule}, {hit.role} {turns}, compaction "
-            f"{hit.compaction} of {hit.conversation} ({hit.match}, score {hit.score:g})")
-    return head + (f"\n    | {hit.context}" if hit.context else "")
 
 
 def add_recall_command(sub: Any) -> argparse.ArgumentParser:
@@ -83,7 +72,7 @@ def add_recall_command(sub: Any) -> argparse.ArgumentParser:
     recall.add_argument("--conversation", metavar="ID", help="only this conversation")
     recall.add_argument("--kind", metavar="K",
                         help="only this kind (path, identifier, alnum_code, uuid_hex, numeric, "
-                             "email, other)")
+                             "email, other, or token: the swept tokens)")
     recall.add_argument("--rule", metavar="R", help="only literals of this rule (pack/rule-id)")
     recall.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                         help=f"at most N hits (default {DEFAULT_LIMIT})")

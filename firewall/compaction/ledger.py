@@ -412,10 +412,27 @@ def _u_escape(ch: str) -> str:
 
 def quote(text: str) -> str:
     """A JSON string literal of ``text`` with unsafe characters and ``<``/``>`` as \\uXXXX."""
-    # json.dumps already escapes '"', '\\' and C0 controls with ASCII-only sequences, so the
-    # remaining raw characters can be rewritten one by one without touching those escapes.
-    return "".join(_u_escape(ch) if _unsafe(ch) or ch in "<>" else ch
-                   for ch in json.dumps(text, ensure_ascii=False))
+    return visible_json(json.dumps(text, ensure_ascii=False))
+
+
+def visible_json(text: str) -> str:
+    """JSON ``text`` (``json.dumps(..., ensure_ascii=False)``) with every unsafe character and
+    ``<``/``>`` of its strings as \\uXXXX: the same data, nothing invisible, no delimiter."""
+    # json.dumps already escapes '"', '\\' and C0 controls with ASCII-only sequences, and
+    # writes no such character outside a string, so the remaining raw characters can be
+    # rewritten one by one without touching those escapes.
+    return "".join(_u_escape(ch) if _unsafe(ch) or ch in "<>" else ch for ch in text)
+
+
+_DELIMITER = re.compile(r"<{3,}|>{3,}")
+
+
+def visible_line(text: str) -> str:
+    """``text`` for display (not exact: a context line): every unsafe character, and the
+    ``<``/``>`` of any ``<<<`` or ``>>>``, as \\uXXXX, so it can neither move a terminal's
+    cursor nor reorder text nor open or close anything that reads as a ledger block."""
+    text = "".join(_u_escape(ch) if _unsafe(ch) else ch for ch in text)
+    return _DELIMITER.sub(lambda m: "".join(map(_u_escape, m.group())), text)
 
 
 @functools.lru_cache(maxsize=65536)  # fit() renders the same values several times

@@ -28,6 +28,7 @@ import regex
 from ..json_values import decoded
 from .escapes import escaped_spellings
 from ..literals import SECRET_MIN_CHARS
+from ..spellings import encoded_spellings
 from ..turns import ToolCall, Turn
 
 Span = tuple[int, int]
@@ -86,13 +87,16 @@ class Placeholders:
     def regions(self, text: str, spans: Iterable[Span] = ()) -> list[Span]:
         """The merged spans to mask in ``text``: ``spans`` (where a rule found a secret) and
         every occurrence of a secret of at least ``SECRET_MIN_CHARS`` characters, in any
-        spelling: plain, JSON-escaped (``\\/`` for ``/``, ``\\u00e4``), or decoded."""
+        spelling: plain, JSON-escaped (``\\/`` for ``/``, ``\\u00e4``), decoded, URL-encoded or in
+        base64 (``spellings``)."""
         found = [(s, e) for s, e in spans if 0 <= s < e <= len(text)]
         for value in self.table:
             if len(value) < SECRET_MIN_CHARS:
                 continue
-            # a value a rule read with its JSON escapes is also looked for decoded
-            for spelling in dict.fromkeys((value, decoded(value))):
+            # a value a rule read with its JSON escapes is also looked for decoded, and each
+            # is looked for URL-encoded and in base64 too
+            for spelling in dict.fromkeys((value, decoded(value), *encoded_spellings(value),
+                                           *encoded_spellings(decoded(value)))):
                 at = text.find(spelling)
                 while at >= 0:
                     found.append((at, at + len(spelling)))

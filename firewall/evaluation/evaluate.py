@@ -40,7 +40,7 @@ from .gold import (AGENT, FRACTIONS, Gold, agent_cuts, cut_points, decoded_value
                    naive_ledger, occurs)
 from .hook_eval import HOOKS, add_hook_contexts
 from ..compaction.ledger import Ledger
-from ..literals import Literal
+from ..literals import SENSITIVE_IN_FIELD as SENSITIVE, Literal
 from ..tokens import count_tokens
 from ..turns import Conversation, Turn, turn_text
 
@@ -108,8 +108,10 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         text = "\n".join(p for p in parts if p)
         return text, sum(count_tokens(p) for p in parts if p)
 
+    # the --ledgers line is an evaluation's output, not a secret store: secrets as replay
+    # writes them
     cut = Cut(conversation.id, source, frac, k, gold, span_tokens,
-              literals=ledger.values())
+              literals=[SENSITIVE if e.sensitive else e.value for e in ledger.entries])
     cut.contexts = {
         "ledger": ctx(block, decoded_values(ledger)),
         "ledger+tail": ctx(block, decoded_values(ledger), tail),
@@ -583,7 +585,8 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     add_salience_option(parser)
     add_archive_tokens_option(parser)
     parser.add_argument("--ledgers", metavar="OUT.jsonl",
-                        help="write one JSON line per (conversation, k) with the pinned literals "
+                        help="write one JSON line per (conversation, k) with the pinned literals (a "
+                             "secret as [sensitive]) "
                              "and the archived ones (archived: the non-sensitive values the "
                              "archive holds at that cut)")
     parser.add_argument("--json", action="store_true", help="the full result as JSON")

@@ -411,8 +411,11 @@ def _recall_hint(conversation_id: str) -> str | None:
     (None when the log keeps no archive or it is empty: nothing to ask for)."""
     from ..audit.archive import hint_line
 
-    counting = getattr(_audit_log(), "archive_count", None)
-    count = counting(conversation_id) if counting is not None else 0
+    try:
+        counting = getattr(_audit_log(), "archive_count", None)
+        count = counting(conversation_id) if counting is not None else 0
+    except FirewallError:  # the log cannot be read now: the block goes without its line
+        return None
     return hint_line(count) if count else None
 
 
