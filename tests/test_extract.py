@@ -656,6 +656,12 @@ def test_a_path_after_a_sentence_without_spaces_is_still_pinned():
      "C:\\Windows\\System32\\drivers\\etc\\hosts"),
     ("(backup: E:\\efi-baseline-hashes.csv)", "E:\\efi-baseline-hashes.csv"),
     ("see **https://github.com/acme/tool)**", "https://github.com/acme/tool"),
+    ("Edited **/etc/profile.d/aliases.sh** today", "/etc/profile.d/aliases.sh"),
+    ("open ~/Library/Mobile\\ Documents/com~apple~CloudDocs/notes.md",
+     "~/Library/Mobile\\ Documents/com~apple~CloudDocs/notes.md"),
+    ("Vite serves on :5173.", ":5173"),
+    ("coverage went to 87.5%.", "87.5%"),
+    ("See README.md#usage.", "README.md#usage"),
 ])
 def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(text, literal):
     found = {lit.value for lit in Extractor(load_packs()).scan_turn(Turn("assistant", text),
@@ -665,6 +671,21 @@ def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(te
     assert not any(v != literal and v.startswith(literal) and v[len(literal):] in
                    ("'", "'.", ")", ")**", "`", ".") for v in found)
     assert "C:\\Program" not in found
+    assert not any(v.startswith("**") for v in found)
+
+
+def test_windows_paths_of_json_text_and_listings_are_pinned_whole():
+    """A tool result holding JSON text: a doubled-backslash path ends where the \\n escape
+    begins and the next path starts after it; a listing's header names its folder whole,
+    the space of its last segment included (issue 26)."""
+    extractor = Extractor(load_packs())
+    stdout = '{"stdout": "C:\\\\Program Files\\\\nodejs\\\\node.exe\\nC:\\\\Users\\\\ana\\\\notes.txt"}'
+    found = {lit.value for lit in extractor.scan_turn(Turn("tool", stdout), 1).literals}
+    paths = {v for v in found if "\\" in v}
+    assert paths == {"C:\\\\Program Files\\\\nodejs\\\\node.exe", "C:\\\\Users\\\\ana\\\\notes.txt"}
+    listing = "    Directory: C:\\Users\\ana\\Downloads\\SaaSV13 - Rick\n\nMode  Name\n"
+    found = {lit.value for lit in extractor.scan_turn(Turn("tool", listing), 1).literals}
+    assert "C:\\Users\\ana\\Downloads\\SaaSV13 - Rick" in found
 
 
 @pytest.mark.parametrize("role, text, literal", [
@@ -683,6 +704,11 @@ def test_paths_as_people_write_them_are_pinned_whole_without_the_prose_around(te
     ("tool", "    20→README.md\n    21→**/README.md", "**/README.md"),
     ("tool", "Reading /mnt/c/Program Files/Git/etc/gitconfig.", "/mnt/c/Program Files/Git/etc/gitconfig"),
     ("tool", "[allowlist]\npaths = ['''logs/.*\\.jsonl''']", "logs/.*\\.jsonl"),
+    ("tool", '{"model": "gpt-4o", "usage": {"input_tokens": 1200}}', "gpt-4o"),
+    ("assistant", "ollama pull llama3.1:8b first.", "llama3.1:8b"),
+    ("assistant", "ws['A13'].value = total", "A13"),
+    ("tool", "A12: Subtotal\nA13: =SUM(A1:A12)", "A13"),
+    ("assistant", "更新了 项目/配置/settings.yaml 和 README", "项目/配置/settings.yaml"),
 ])
 def test_what_real_sessions_re_type_is_pinned_without_the_prose_around(role, text, literal):
     """Shapes of real Claude Code sessions (issue 26), written from the tools' own formats:
