@@ -654,7 +654,9 @@ def test_post_compact_archives_the_span_and_the_hint_line_needs_with_mcp():
     code, out, _ = run("session-start", start, recall_hint=True)
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith(plain)
-    assert context.splitlines()[-1] == firewall.audit.archive.hint_line(count)
+    assert context.splitlines()[-1] == firewall.audit.archive.hint_line(count, conversation=session)
+    # the MCP server searches every session of the user's log: the line names this one
+    assert f'conversation "{session}"' in context.splitlines()[-1]
     assert context.count("\n") == plain.count("\n") + 1  # one line more, no other change
 
 

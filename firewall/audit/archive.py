@@ -617,12 +617,15 @@ def copied_row(row: dict[str, Any], *, numbers: dict[tuple[str, int], int],
     return row
 
 
-def hint_line(count: int, tool: str = "recall") -> str:
+def hint_line(count: int, tool: str = "recall", conversation: str | None = None) -> str:
     """The line ending a re-injected block where the agent has the recall tool (``recall``
-    of ``firewall mcp``, or the wrappers' ``recall_literal``)."""
+    of ``firewall mcp``, or the wrappers' ``recall_literal``, which answer one conversation
+    already). ``conversation``: the id to pass, where the tool searches a log shared by many
+    (the MCP server of the hooks: every session of the user)."""
+    scope = f" and conversation \"{conversation}\"" if conversation else ""
     return (f"[literal-firewall archive: {count:,} literals of this conversation, pinned or not, "
             f"are one call away: call the `{tool}` tool with any part of one (a base name, a path "
-            f"segment, an id's first characters) or words of its context]")
+            f"segment, an id's first characters) or words of its context{scope}]")
 
 
 __all__ = ["ArchiveEntry", "ArchiveHit", "ArchiveLimits", "NO_ARCHIVE", "Query", "SWEPT_RULE",

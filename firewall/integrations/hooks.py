@@ -416,7 +416,7 @@ def _recall_hint(conversation_id: str) -> str | None:
         count = counting(conversation_id) if counting is not None else 0
     except FirewallError:  # the log cannot be read now: the block goes without its line
         return None
-    return hint_line(count) if count else None
+    return hint_line(count, conversation=conversation_id) if count else None
 
 
 def audit_record(ledger: Any, summary: str | None, fw: Any, *, agent: str,
