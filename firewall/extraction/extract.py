@@ -22,6 +22,7 @@ from ..json_values import (embedded_json, json_keys, json_leaves, parse_json,
 from .confusables import fold, has_homoglyphs, mixed_script
 from ..literals import Literal, SecretIndex, spread_sensitivity
 from .pack_format import Pack
+from .plain_view import plain, trimmed, untouched
 from .prefilter import PatternGate, Prefilter, ascii_bytes
 from ..turns import ROLES, Conversation, Turn
 from .unspaced import cut_from_path, has_unspaced, spaced
@@ -148,20 +149,60 @@ class Extractor:
                    out: TurnScan, secrets_only: bool) -> TurnScan:
         rules = self._rules(role, secrets_only)
         budget = self._budget(text)
-        data = ascii_bytes(text)
-        regex_rules = rules.regex
+        view = plain(text)
+        data = ascii_bytes(view)
         found = len(out.literals)
-        for i in rules.prefilter.candidates(text, data, rules.among):
-            self._run(regex_rules[i], text, budget, data, turn, role, field, tool, out)
-        for rule in rules.other:
-            self._run(rule, text, budget, None, turn, role, field, tool, out)
+        if view is text:
+            self._run_rules(rules, text, data, budget, turn, role, field, tool, out)
+        else:
+            self._scan_plain(text, view, data, rules, role, budget, turn, field, tool, out)
         if has_homoglyphs(text):
-            self._scan_lookalikes(text, rules, role, budget, turn, field, tool, out)
+            self._scan_lookalikes(text, view, rules, role, budget, turn, field, tool, out)
         if has_unspaced(text):
-            self._scan_unspaced(text, rules, role, budget, turn, field, tool, out)
+            self._scan_unspaced(text, view, rules, role, budget, turn, field, tool, out)
         if self.noise and len(out.literals) > found:
-            self._drop_noise(text, budget, out, found, data)
+            self._drop_noise(view, budget, out, found, data)
         return out
+
+    def _scan_plain(self, text: str, view: str, data: bytes | None, rules: _RoleRules,
+                    role: str, budget: float, turn: int, field: str, tool: str | None,
+                    out: TurnScan) -> None:
+        """The rules matched on ``plain(text)``, escapes and CJK punctuation read as spaces,
+        each value sliced from ``text``. A value never holds a replaced character: one at a
+        match's end is cut off; a rule whose match spans one (it allows spaces) is run on
+        ``text`` itself instead, for its matches there that hold none. The sensitive rules
+        also run on ``text``: a secret they found there is flagged whatever the view reads."""
+        found = TurnScan()
+        self._run_rules(rules, view, data, budget, turn, role, field, tool, found)
+        out.timeouts += found.timeouts
+        spanning: set[str] = set()
+        kept: list[Literal] = []
+        for lit in found.literals:
+            if not untouched(text, view, lit.start, lit.end):
+                span = trimmed(text, view, lit.start, lit.end)
+                if span is None:
+                    spanning.add(lit.rule)
+                    continue
+                lit.start, lit.end = span
+                lit.value = text[lit.start:lit.end]
+            kept.append(lit)
+        source = TurnScan()
+        if spanning:
+            for rule in rules.all:
+                if rule.qid in spanning:
+                    self._run(rule, text, budget, None, turn, role, field, tool, source)
+        secrets = self._rules(role, secrets_only=True)
+        if secrets.all:
+            self._run_rules(secrets, text, ascii_bytes(text), budget, turn, role, field, tool,
+                            source)
+        out.timeouts += source.timeouts
+        seen = {(lit.rule, lit.start, lit.end) for lit in kept}
+        for lit in source.literals:
+            if (lit.rule, lit.start, lit.end) not in seen and (
+                    lit.sensitive or untouched(text, view, lit.start, lit.end)):
+                seen.add((lit.rule, lit.start, lit.end))
+                kept.append(lit)
+        out.literals += kept
 
     def noise_spans(self, text: str, timeout: float,
                     data: bytes | None = None) -> list[tuple[int, int]] | None:
@@ -203,39 +244,48 @@ class Extractor:
         """Every text rule over ``view``, another rendering of a text with the same offsets;
         returns the literals it finds there and ``out`` did not hold (same rule and span)."""
         found = TurnScan()
-        data = ascii_bytes(view)
-        for i in rules.prefilter.candidates(view, data, rules.among):
-            self._run(rules.regex[i], view, budget, data, turn, role, field, tool, found)
-        for rule in rules.other:
-            self._run(rule, view, budget, None, turn, role, field, tool, found)
+        self._run_rules(rules, view, ascii_bytes(view), budget, turn, role, field, tool, found)
         out.timeouts += found.timeouts
         seen = {(lit.rule, lit.start, lit.end) for lit in out.literals}
         return [lit for lit in found.literals if (lit.rule, lit.start, lit.end) not in seen]
 
-    def _scan_lookalikes(self, text: str, rules: _RoleRules, role: str, budget: float,
-                         turn: int, field: str, tool: str | None, out: TurnScan) -> None:
-        """Rules matched on ``text`` with look-alike letters folded to Latin (same offsets):
-        a match that mixes them with Latin letters or digits (``АBC123X``) is pinned with the
-        source's bytes and flagged ``mixed_script``, as its Latin twin would be pinned."""
-        for lit in self._scan_view(fold(text), rules, role, budget, turn, field, tool, out):
+    def _scan_lookalikes(self, text: str, view: str, rules: _RoleRules, role: str,
+                         budget: float, turn: int, field: str, tool: str | None,
+                         out: TurnScan) -> None:
+        """Rules matched on ``view`` (``plain(text)``) with look-alike letters folded to Latin
+        (same offsets): a match that mixes them with Latin letters or digits (``АBC123X``) is
+        pinned with the source's bytes and flagged ``mixed_script``, as its Latin twin would
+        be pinned."""
+        for lit in self._scan_view(fold(view), rules, role, budget, turn, field, tool, out):
             raw = text[lit.start:lit.end]
-            if mixed_script(raw):
+            if mixed_script(raw) and (view is text or untouched(text, view, lit.start, lit.end)):
                 lit.value, lit.mixed_script = raw, True
                 out.literals.append(lit)
 
-    def _scan_unspaced(self, text: str, rules: _RoleRules, role: str, budget: float,
-                       turn: int, field: str, tool: str | None, out: TurnScan) -> None:
-        """Rules matched on ``text`` with the letters of scripts written without spaces read as
-        spaces (``unspaced``): an ID glued to a Chinese, Japanese or Thai sentence. Kept only
-        where the view and the source agree byte for byte, so a literal never holds a space the
-        source does not."""
-        view = spaced(text)
+    def _scan_unspaced(self, text: str, view: str, rules: _RoleRules, role: str,
+                       budget: float, turn: int, field: str, tool: str | None,
+                       out: TurnScan) -> None:
+        """Rules matched on ``view`` (``plain(text)``) with the letters of scripts written
+        without spaces read as spaces too (``unspaced``): an ID glued to a Chinese, Japanese or
+        Thai sentence. Kept only where the view and the source agree byte for byte, so a
+        literal never holds a space the source does not."""
+        view = spaced(view)
         found = [lit for lit in self._scan_view(view, rules, role, budget, turn, field, tool, out)
                  if text[lit.start:lit.end] == lit.value]
         if found:  # a piece of a path whose segment holds such letters is no literal of its own
             spans = [(lit.start, lit.end) for lit in out.literals]
             out.literals += [lit for lit in found if not cut_from_path(text, lit.start, lit.end)
                              and not any(s <= lit.start and lit.end <= e for s, e in spans)]
+
+    def _run_rules(self, rules: _RoleRules, text: str, data: bytes | None, budget: float,
+                   turn: int, role: str, field: str, tool: str | None, out: TurnScan) -> None:
+        """Every rule of ``rules`` the prefilter lets through, over ``text`` (``data``: its
+        ``ascii_bytes``)."""
+        regex_rules = rules.regex
+        for i in rules.prefilter.candidates(text, data, rules.among):
+            self._run(regex_rules[i], text, budget, data, turn, role, field, tool, out)
+        for rule in rules.other:
+            self._run(rule, text, budget, None, turn, role, field, tool, out)
 
     def _run(self, rule: CompiledRule, text: str, budget: float, data: bytes | None, turn: int,
              role: str, field: str, tool: str | None, out: TurnScan) -> None:
