@@ -4,6 +4,7 @@ literal glued to them is extracted whole, with the source's bytes and offsets (i
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from firewall.compaction.guard import Firewall
 from firewall.extraction.extract import Extractor, Scanner
@@ -32,9 +33,12 @@ GLUED = [
 ]
 
 
+EXTRACTOR = Extractor(load_packs())  # shared with the property test (no fixture there)
+
+
 @pytest.fixture(scope="module")
 def extractor():
-    return Extractor(load_packs())
+    return EXTRACTOR
 
 
 def at_source(text, literals):
@@ -151,3 +155,24 @@ def test_offsets_stay_those_of_the_source_where_a_span_is_skipped(extractor):
     new = scanner.add(Turn("tool", text))
     assert {lit.value for lit in new} >= {"src/app.ts", "/etc/hosts"}
     at_source(text, new)
+
+
+PIECES = ["\x1b[0m", "\x1b[01;34m", "\x1b]8;;", "\x1b\\", "\x07", "。", "，", "：", "（", "）",
+          "「", "」", "“", "/etc/x.conf", "src/app.ts", "http://h:80/p", "port", " ", "\n",
+          "12", "a", "端口", "Hauptstraße", "token="]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14))
+def test_every_value_is_the_source_at_its_offsets_and_holds_no_replaced_character(pieces):
+    text = "".join(pieces)
+    for lit in EXTRACTOR.scan_text(text, "tool").literals:
+        assert text[lit.start:lit.end] == lit.value
+        assert plain(lit.value) == lit.value or lit.sensitive
+
+
+def test_texts_without_escapes_or_cjk_punctuation_scan_as_before(extractor):
+    text = "see /etc/x.conf and http://h:80/p, 端口 5173 → src/app.ts"
+    assert plain(text) is text  # the engine's old path: the same object, nothing replaced
+    literals = extractor.scan_text(text, "tool").literals
+    assert {"/etc/x.conf", "http://h:80/p", "src/app.ts"} <= {lit.value for lit in literals}

@@ -67,7 +67,7 @@ def untouched(text: str, view: str, start: int, end: int) -> bool:
 def trimmed(text: str, view: str, start: int, end: int) -> tuple[int, int] | None:
     """A match of the view cut to what the source holds: replaced characters at its ends (and
     the spaces beside them) are cut off; None when one remains inside, or nothing is left."""
-    if text[start] != view[start]:
+    if start < end and text[start] != view[start]:
         while start < end and (text[start] != view[start] or text[start].isspace()):
             start += 1
     if start < end and text[end - 1] != view[end - 1]:
