@@ -83,6 +83,13 @@ KEEPS = [
      ["FITS_rec", "_get_recarray_field"]),
     ("dotted-call", "np.testing.assert_allclose(x, y); f.read(); self.a.b(1)",
      ["np.testing.assert_allclose", "f.read"]),
+    # the shapes issue 30's cheaper spellings of these rules restate (benchmarks/README.md):
+    # a quoted name at the very end, keys with spaces before their colon, '::', a comma in a list
+    ("error-quoted-name", "KeyError: 'user_id'", ["user_id"]),
+    ("error-quoted-name", 'error: {"order_id":  "a.b", "x_y"    : 1, "p.q" :: 2}', ["x_y"]),
+    ("code-name", 'parse_date"    : x; MySchema::load; {"max_retries" : 3}; fooBar.baz; run_it.',
+     ["parse_date", "MySchema", "run_it"]),
+    ("code-number", "f(3600, x)\n[1.5,\n2.25]; 12+34; 1234,5", ["3600,", "1.5,", "2.25", "12"]),
 ]
 
 
@@ -141,3 +148,18 @@ def test_coding_classes_stay_off_customer_service_text(coding, text):
         hits = [lit for lit in coding.scan_text(text, role).literals
                 if lit.rule.split("/")[1] in NEW_RULES]
         assert hits == [], (role, hits)
+
+
+def test_the_name_rules_locators_skip_mapping_keys(coding):
+    """code-name and error-quoted-name say in their first lookahead what may follow a name, so
+    their locators (RE2) pass over JSON keys instead of handing each one to `regex`."""
+    from firewall.extraction.locate import _UNANCHORED
+
+    data = b'{"order_id": 1, "user_id": 2, "payment_method": 3, "error": "x"}'
+    for qid in ("coding/code-name", "coding/error-quoted-name"):
+        rule = next(r for r in coding.rules if r.qid == qid)
+        assert rule.locator is not None, qid
+        assert rule.locator.match(_UNANCHORED, data, 0, len(data))[0][0] < 0, qid
+        # the same name as a value is still a candidate (an error line quoting it)
+        value = b'{"error": "no such column", "column": "user_id"}'
+        assert rule.locator.match(_UNANCHORED, value, 0, len(value))[0][0] > 0, qid
