@@ -288,3 +288,31 @@ def test_recall_bounds_its_query_so_a_tool_call_cannot_stall_the_log(small_archi
     assert main(["recall", "--audit-db", db, "--", longest + "y"]) == 2
     err = capsys.readouterr().err
     assert f"{LITERAL_MAX_CHARS:,}" in err and len(err) < 400
+
+
+def test_compact_and_scan_show_tool_output_without_letting_it_drive_the_terminal(capsys,
+                                                                                 tmp_path):
+    """A tool result holding escape sequences (retitle the window, clear the screen) and a bidi
+    override is shown escaped on the reader's terminal; ``--json`` keeps the exact text."""
+    hostile = "\x1b]0;pwned\x07\x1b[2J\u202eINV-2025-08-44719\x9b31m done"
+    conversation = tmp_path / "c.json"
+    conversation.write_text(json.dumps([
+        {"role": "user", "content": "Why was INV-2025-08-44719 charged twice?"},
+        {"role": "assistant", "content": "Looking."},
+        {"role": "user", "content": hostile},
+        {"role": "assistant", "content": "Found it.\tRefunding."},
+        {"role": "user", "content": "Thanks"}]), "utf-8")
+    code, out, _ = run(capsys, "compact", str(conversation), "--rules", MINIMAL, "--only",
+                       "--keep-last", "3", "--audit-db", str(tmp_path / "audit.db"))
+    assert code == 0
+    assert not any(ch in out for ch in "\x1b\x07\x9b\u202e")
+    assert "\\u001b]0;pwned\\u0007\\u001b[2J\\u202eINV-2025-08-44719\\u009b31m done" in out
+    assert "Found it.\tRefunding.\n" in out  # line breaks and tabs stay
+    code, out, _ = run(capsys, "compact", str(conversation), "--rules", MINIMAL, "--only",
+                       "--keep-last", "3", "--audit-db", str(tmp_path / "audit.db"), "--json")
+    kept = json.loads(out)["messages"]["messages"]
+    assert {"role": "user", "content": hostile} in kept  # --json: the exact text
+    conversation.write_text(json.dumps([{"role": "user", "content": "ref \x1b[31mINV-2025-08-4471"
+                                                                    "9\u202e\x1b[0m"}]), "utf-8")
+    code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL)
+    assert code == 0 and "INV-2025-08-44719" in out and "\x1b" not in out and "\u202e" not in out

@@ -34,6 +34,8 @@ class ScanTask:
     def __call__(self, extractor: Any, source: str, conversation: Any
                  ) -> tuple[list[tuple[str, str]], int, bool]:
         """(lines, literals found, a rule timed out)."""
+        from ..compaction.ledger import visible_line
+
         result = extractor.scan(conversation)
         lines = [("note", _timed_out(t, conversation.id, "must be kept verbatim"))
                  for t in result.timeouts]
@@ -48,7 +50,7 @@ class ScanTask:
             if self.json_lines:
                 lines.append(("out", json.dumps(record, ensure_ascii=False)))
             else:
-                rows.append((conversation.id, lit.value, lit.rule, lit.turn, lit.role,
+                rows.append((conversation.id, visible_line(lit.value), lit.rule, lit.turn, lit.role,
                              lit.tool, MIXED_SCRIPT_NOTE if lit.mixed_script else ""))
         if rows:  # one table per conversation: the output is written as the file is read
             lines.append(("out", render_table(rows, ("conversation", "literal", "rule", "turn",
@@ -135,6 +137,8 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
 
 def _render_messages(messages: list[Any], ledger: Any = None) -> str:
     """The compacted conversation for a reader (``--json`` and ``--out`` give it exactly)."""
+    from ..compaction.ledger import visible_line, visible_text
+
     lines = []
     for message in messages:
         role = message.get("role", "?") if isinstance(message, dict) else "?"
@@ -142,11 +146,11 @@ def _render_messages(messages: list[Any], ledger: Any = None) -> str:
         if not isinstance(content, str):
             content = json.dumps(content, ensure_ascii=False, indent=1)
         calls = message.get("tool_calls") if isinstance(message, dict) else None
-        lines.append(f"── {role} " + "─" * max(0, 70 - len(role)))
+        lines.append(f"── {visible_line(str(role))} " + "─" * max(0, 70 - len(str(role))))
         lines.append(_readable_blocks(content or "", ledger))
         if calls:
             lines.append(f"[tool calls] {json.dumps(calls, ensure_ascii=False)}")
-    return "\n".join(lines)
+    return visible_text("\n".join(lines))  # tool output must not drive the reader's terminal
 
 
 def _template(args: argparse.Namespace) -> str | None:

@@ -435,6 +435,14 @@ def visible_line(text: str) -> str:
     return _DELIMITER.sub(lambda m: "".join(map(_u_escape, m.group())), text)
 
 
+def visible_text(text: str) -> str:
+    """Text for a terminal (display only: ``compact``'s conversation, ``scan``'s table): its
+    line breaks and tabs kept, every other unsafe character as \\uXXXX, so that a tool output
+    holding escape sequences or bidi marks cannot drive the reader's terminal."""
+    unsafe = {ch: _u_escape(ch) for ch in set(text) if ch not in "\n\t" and _unsafe(ch)}
+    return text.translate(str.maketrans(unsafe)) if unsafe else text
+
+
 @functools.lru_cache(maxsize=65536)  # fit() renders the same values several times
 def value_text(value: str) -> str:
     """How a value is written in the block: verbatim, or as a JSON string."""
