@@ -110,3 +110,27 @@ def test_builtin_packs_load_strictly():
     packs = load_packs()
     assert [p.name for p in packs] == names
     assert all(p.rules for p in packs)
+
+
+def test_the_per_user_cache_keeps_only_the_most_recently_used_entries(tmp_path, monkeypatch):
+    """Each engine or pack change writes new cache entries (a Hyperscan database is 10-20 MB):
+    storing one drops all but the most recently used, and a load counts as a use."""
+    import os
+
+    from firewall.extraction import multimatch, packcache
+
+    monkeypatch.setenv("FIREWALL_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "hyperscan"
+    for i in range(multimatch.KEEP_DATABASES + 3):
+        multimatch._store(folder / f"{i:040d}.hsdb", b"database %d" % i)
+        os.utime(folder / f"{i:040d}.hsdb", ns=(i * 10**9, i * 10**9))  # stored in order
+    names = sorted(p.name for p in folder.glob("*.hsdb"))
+    assert len(names) == multimatch.KEEP_DATABASES
+    assert names[0] == f"{3:040d}.hsdb"  # the three oldest went
+    packcache.used(folder / f"{3:040d}.hsdb")  # loaded now: the most recent
+    multimatch._store(folder / ("x" * 40 + ".hsdb"), b"another")
+    kept = {p.name for p in folder.glob("*.hsdb")}
+    assert f"{3:040d}.hsdb" in kept and f"{4:040d}.hsdb" not in kept
+    (folder / "notes.txt").write_text("not an entry")
+    packcache.prune(folder, "*.hsdb", 1)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "x" * 40 + ".hsdb"]

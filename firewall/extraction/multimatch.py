@@ -42,6 +42,10 @@ CONDITIONS = 2  # further tests per rule (its locators): ids (2 + k) * rules + r
 # another compile
 POLL_SECONDS = 0.25
 JOB_STALE_SECONDS = 900
+# databases kept in the cache, the most recently used: two per set of packs (ASCII, UTF-8),
+# 10-20 MB each; an older set (before an upgrade, a pack author's earlier edits) is compiled
+# again if it ever comes back
+KEEP_DATABASES = 8
 
 _lock = threading.Lock()
 _databases: dict[str, PatternDatabase | None] = {}  # by key; None: being compiled or failed
@@ -217,6 +221,8 @@ def _load(path: Path, size: int) -> PatternDatabase | None:
     """A stored database, or None (missing, corrupt, or from another Hyperscan build)."""
     import hyperscan
 
+    from .packcache import used
+
     try:
         blob = path.read_bytes()
         digest, body = blob[:32], blob[32:]
@@ -225,6 +231,7 @@ def _load(path: Path, size: int) -> PatternDatabase | None:
         members_size = int.from_bytes(body[:4], "little")
         members = frozenset(int(m) for m in body[4:4 + members_size].split(b",") if m)
         database = hyperscan.loadb(body[4 + members_size:], hyperscan.HS_MODE_BLOCK)
+        used(path)
         return PatternDatabase(database, size, members)
     except Exception:  # noqa: BLE001 - any unreadable entry is only a miss
         return None
@@ -353,6 +360,8 @@ def _compile_and_store(key: str, path: Path, expressions: list[tuple[int, bytes]
 
 
 def _store(path: Path, blob: bytes) -> None:
+    from .packcache import prune
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".db-", suffix=".tmp")
@@ -363,6 +372,7 @@ def _store(path: Path, blob: bytes) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        prune(path.parent, "*.hsdb", KEEP_DATABASES)
     except OSError:
         pass  # a read-only or full disk: compiled again by the next process
 

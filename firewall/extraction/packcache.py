@@ -18,11 +18,13 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "FIREWALL_CACHE_DIR"
 FORMAT = 1  # bump when the entry layout changes
+KEEP_ENTRIES = 256  # loaded packs kept, the most recently used (about 80 kB each)
 
 
 def cache_dir() -> Path | None:
@@ -71,7 +73,9 @@ def lookup(path: Path, *, examples_checked: bool) -> Any:
             return None
         if any(_sha256(name) != digest for name, digest in entry["files"].items()):
             return None
-        return _pack_from_json(entry["pack"], path)
+        pack = _pack_from_json(entry["pack"], path)
+        used(entry_path)
+        return pack
     except Exception:  # noqa: BLE001 - a missing, stale or corrupt entry is only a miss
         return None
 
@@ -97,8 +101,33 @@ def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        prune(entry_path.parent, "*.json", KEEP_ENTRIES)
     except OSError:
         pass  # a read-only or full disk: run uncached
+
+
+def used(path: Path) -> None:
+    """Mark a cache entry as just used, so that ``prune`` keeps it (best effort)."""
+    with suppress(OSError):
+        os.utime(path)
+
+
+def prune(folder: Path, pattern: str, keep: int) -> None:
+    """Delete all but the ``keep`` most recently used entries matching ``pattern`` in
+    ``folder``: every engine or pack change writes new entries (a pack author's edits, each
+    upgrade), and without a bound the cache grows for good (a Hyperscan database is 10-20 MB).
+    Best effort: an entry another process removed first, or a read-only folder, is skipped."""
+    try:
+        entries = []
+        for entry in folder.glob(pattern):
+            with suppress(OSError):
+                entries.append((entry.stat().st_mtime_ns, entry))
+        entries.sort(reverse=True)
+        for _, entry in entries[keep:]:
+            with suppress(OSError):
+                entry.unlink()
+    except OSError:
+        pass
 
 
 def _pack_from_json(data: dict[str, Any], path: Path) -> Any:
