@@ -24,13 +24,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import regex
+
+from .packcache import cache_dir, prune, used, write_atomic
 
 _NAMED = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_]\w*)>")  # Hyperscan refuses a repeated name
 FORMAT = 2  # bump when the database's layout (ids, flags) changes
@@ -211,8 +212,6 @@ def _poll(key: str, force: bool = False) -> PatternDatabase | None:
 
 
 def _cache_path(key: str) -> Path | None:
-    from .packcache import cache_dir
-
     folder = cache_dir()
     return None if folder is None else folder / "hyperscan" / f"{key[:40]}.hsdb"
 
@@ -220,8 +219,6 @@ def _cache_path(key: str) -> Path | None:
 def _load(path: Path, size: int) -> PatternDatabase | None:
     """A stored database, or None (missing, corrupt, or from another Hyperscan build)."""
     import hyperscan
-
-    from .packcache import used
 
     try:
         blob = path.read_bytes()
@@ -307,10 +304,7 @@ def _start_child(path: Path, expressions: list[tuple[int, bytes]], size: int,
             return _Job(path, size)  # another process's child compiles it
         spec = {"path": str(path), "size": size, "utf8": utf8,
                 "expressions": [[i, e.decode("latin-1")] for i, e in expressions]}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".job-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(spec, handle)
-        os.replace(tmp, job)
+        write_atomic(job, json.dumps(spec).encode("utf-8"))
     except OSError:
         return None
     # the same modules as this process: its import path, not only the environment's
@@ -360,18 +354,8 @@ def _compile_and_store(key: str, path: Path, expressions: list[tuple[int, bytes]
 
 
 def _store(path: Path, blob: bytes) -> None:
-    from .packcache import prune
-
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".db-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(blob)
-            os.replace(tmp, path)  # readers see no entry or a whole one
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, blob)
         prune(path.parent, "*.hsdb", KEEP_DATABASES)
     except OSError:
         pass  # a read-only or full disk: compiled again by the next process

@@ -92,18 +92,24 @@ def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
                           "rules": [rule.model_dump(mode="json") for rule in pack.rules],
                           "noise": [noise.model_dump(mode="json") for noise in pack.noise],
                           "noise_owners": list(pack.noise_owners)}}
-        entry_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry_path.parent, prefix=".entry-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(entry, handle, ensure_ascii=False)
-            os.replace(tmp, entry_path)  # readers see the old entry or the new one, never half
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(entry_path, json.dumps(entry, ensure_ascii=False).encode("utf-8"))
         prune(entry_path.parent, "*.json", KEEP_ENTRIES)
     except OSError:
         pass  # a read-only or full disk: run uncached
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path``, then rename it there: readers see the old
+    entry or the new one, never half of one. Raises ``OSError`` (the temp file removed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".write-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def used(path: Path) -> None:
