@@ -421,7 +421,7 @@ def visible_json(text: str) -> str:
     # json.dumps already escapes '"', '\\' and C0 controls with ASCII-only sequences, and
     # writes no such character outside a string, so the remaining raw characters can be
     # rewritten one by one without touching those escapes.
-    return "".join(_u_escape(ch) if _unsafe(ch) or ch in "<>" else ch for ch in text)
+    return _escaped(text, also="<>")
 
 
 _DELIMITER = re.compile(r"<{3,}|>{3,}")
@@ -431,16 +431,22 @@ def visible_line(text: str) -> str:
     """``text`` for display (not exact: a context line): every unsafe character, and the
     ``<``/``>`` of any ``<<<`` or ``>>>``, as \\uXXXX, so it can neither move a terminal's
     cursor nor reorder text nor open or close anything that reads as a ledger block."""
-    text = "".join(_u_escape(ch) if _unsafe(ch) else ch for ch in text)
-    return _DELIMITER.sub(lambda m: "".join(map(_u_escape, m.group())), text)
+    return _DELIMITER.sub(lambda m: "".join(map(_u_escape, m.group())), _escaped(text))
 
 
 def visible_text(text: str) -> str:
     """Text for a terminal (display only: ``compact``'s conversation, ``scan``'s table): its
     line breaks and tabs kept, every other unsafe character as \\uXXXX, so that a tool output
     holding escape sequences or bidi marks cannot drive the reader's terminal."""
-    unsafe = {ch: _u_escape(ch) for ch in set(text) if ch not in "\n\t" and _unsafe(ch)}
-    return text.translate(str.maketrans(unsafe)) if unsafe else text
+    return _escaped(text, keep="\n\t")
+
+
+def _escaped(text: str, also: str = "", keep: str = "") -> str:
+    """``text`` with every unsafe character but those of ``keep``, and each of ``also``, as
+    \\uXXXX (one table for the distinct characters, not a test per character)."""
+    table = {ch: _u_escape(ch) for ch in set(text)
+             if ch in also or (ch not in keep and _unsafe(ch))}
+    return text.translate(str.maketrans(table)) if table else text
 
 
 @functools.lru_cache(maxsize=65536)  # fit() renders the same values several times
