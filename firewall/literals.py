@@ -50,7 +50,7 @@ class Literal:
 SECRET_MIN_CHARS = 4
 
 
-SENSITIVE_IN_FIELD = "[sensitive]"
+SENSITIVE = "[sensitive]"  # a secret wherever one is shown: a value, a field path, a report
 
 
 def public_field(field: str, secrets: Iterable[str]) -> str:
@@ -64,9 +64,9 @@ def public_field(field: str, secrets: Iterable[str]) -> str:
         if secret not in field:
             continue
         if len(secret) >= SECRET_MIN_CHARS:
-            field = field.replace(secret, SENSITIVE_IN_FIELD)
+            field = field.replace(secret, SENSITIVE)
         else:
-            field = re.sub(rf"(?<=\.){re.escape(secret)}(?=$|[.#\[])", SENSITIVE_IN_FIELD,
+            field = re.sub(rf"(?<=\.){re.escape(secret)}(?=$|[.#\[])", SENSITIVE,
                            field)
     return field
 

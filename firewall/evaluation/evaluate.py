@@ -40,7 +40,7 @@ from .gold import (AGENT, FRACTIONS, Gold, agent_cuts, cut_points, decoded_value
                    naive_ledger, occurs)
 from .hook_eval import HOOKS, add_hook_contexts
 from ..compaction.ledger import Ledger
-from ..literals import SENSITIVE_IN_FIELD as SENSITIVE, Literal
+from ..literals import SENSITIVE, Literal
 from ..tokens import count_tokens
 from ..turns import Conversation, Turn, turn_text
 

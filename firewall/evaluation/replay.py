@@ -46,13 +46,13 @@ from .gold import SENTENCE_PUNCTUATION, gold_set, id_like, occurs, uses_after
 from .archive_eval import archived_by
 from ..audit.archive import SWEPT_KIND
 from ..formats import parse_messages
+from ..literals import SENSITIVE
 from ..compaction.ledger import Ledger
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
 from ..tokens import count_tokens
 from ..compaction.trigger import BACKING_OFF, SKIPPED, TRIGGER_POLICIES, WATERMARK, Trigger
 from ..turns import Conversation, Turn, turn_text
 
-SENSITIVE = "[sensitive]"
 RECALL_TARGET = 0.97  # issue 14: composed-context ID-like recall after every compaction
 MAX_TOKENS = 4_096  # preemptive: the output a harness reserves for the next call
 

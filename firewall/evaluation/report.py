@@ -27,8 +27,8 @@ from typing import Any
 
 from ..errors import FirewallError
 from ..audit.urls import redacted_url
+from ..literals import SENSITIVE
 
-SENSITIVE = "[sensitive]"
 MAX_LOSSES = 12     # losses listed per compaction; the rest are counted
 MAX_POINTS = 600    # a longer series is drawn from per-bucket maxima: peaks stay visible
 
