@@ -22,7 +22,8 @@ class Literal:
     ``field`` is ``"text"`` for a turn's text (``start``/``end`` are character offsets into it),
     or the path of a JSON value: ``"arguments.order_id"`` in a tool call's arguments,
     ``"content.orders[0].id"`` in a JSON tool result (offsets are then within that value).
-    ``count`` is how many times the value was seen in the conversation so far.
+    ``count`` is how many times the value was seen in the conversation so far, and
+    ``last_turn`` the turn of the latest of those sightings (None: only ``turn`` is known).
     """
 
     value: str
@@ -38,6 +39,12 @@ class Literal:
     priority: int = 50
     count: int = 1
     mixed_script: bool = False  # look-alike letters beside Latin ones (see firewall.confusables)
+    last_turn: int | None = None
+
+    @property
+    def latest(self) -> int:
+        """The turn of the latest sighting known."""
+        return self.turn if self.last_turn is None else self.last_turn
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -190,6 +190,20 @@ def test_incremental_scanner_reports_only_new_literals(kinds):
     assert scanner.result().literals[0].count == 2
 
 
+def test_the_scanner_keeps_each_values_latest_sighting(kinds):
+    """A value's first and latest turn both survive a scan: recency is the latest sighting
+    (a value the agent saw again just now), not the first."""
+    scanner = Scanner(kinds)
+    scanner.add(Turn("tool", "INV-2025-08-44719 in a listing"), 2)
+    scanner.add(Turn("user", "Gizmo"), 3)
+    scanner.add(Turn("tool", "INV-2025-08-44719 again"), 9)
+    by_value = {l.value: l for l in scanner.result().literals}
+    seen = by_value["INV-2025-08-44719"]
+    assert (seen.turn, seen.last_turn, seen.latest, seen.count) == (2, 9, 9, 2)
+    once = by_value["Gizmo"]
+    assert (once.turn, once.latest) == (3, 3)
+
+
 def test_literals_the_scanner_returns_are_the_callers_to_change(kinds):
     scanner = Scanner(kinds)
     (new,) = scanner.add(Turn("user", "INV-2025-08-44719"), 3)

@@ -577,3 +577,22 @@ def test_the_numbers_a_firewall_remembers_are_bounded_least_recently_used_first(
     assert [fw.next_compaction(c) for c in ("A", "B", "A")] == [1, 1, 2]  # two fit
     assert fw.next_compaction("C") == 1  # B, numbered before A's last, is forgotten
     assert [fw.next_compaction(c) for c in ("A", "B")] == [3, 1]
+
+
+def test_the_budget_keeps_the_value_seen_again_late_over_one_seen_once_early():
+    """Two invoice numbers first seen together in one tool result; the agent's latest tool
+    result shows one of them again. With room for one, the budget keeps the one seen last:
+    recency is a value's latest sighting, which the scan must carry to the ledger."""
+    fw = Firewall()
+    turns = [Turn("tool", "INV-2025-08-44719 and INV-2025-08-51113 are open."),
+             *[Turn("assistant", f"Step {i} done.") for i in range(30)],
+             Turn("tool", "Refund queued for INV-2025-08-51113.")]
+    ledger = Ledger.new("c")
+    pinned = fw.pin(ledger, turns, budget=10 ** 6)
+    by_value = {e.value: e for e in ledger.entries}
+    assert (by_value["INV-2025-08-51113"].first_seen, by_value["INV-2025-08-51113"].last_seen,
+            by_value["INV-2025-08-44719"].last_seen) == (0, 31, 0)
+    small = Ledger.new("c")
+    pinned = fw.pin(small, turns, budget=count_tokens(ledger.render()) - 1)  # room for one
+    assert small.values() == ["INV-2025-08-51113"]
+    assert [e.value for e in pinned.evicted] == ["INV-2025-08-44719"]

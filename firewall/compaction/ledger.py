@@ -119,7 +119,7 @@ class LedgerEntry(BaseModel):
     @classmethod
     def from_literal(cls, lit: Literal) -> LedgerEntry:
         return cls(value=lit.value, rule=lit.rule, kind=kind_of(lit.rule), role=lit.role,
-                   tool=lit.tool, field=lit.field, first_seen=lit.turn, last_seen=lit.turn,
+                   tool=lit.tool, field=lit.field, first_seen=lit.turn, last_seen=lit.latest,
                    count=lit.count, severity=lit.severity, sensitive=lit.sensitive,
                    priority=lit.priority)
 
@@ -202,7 +202,7 @@ class Ledger(BaseModel):
             if lit.turn < entry.first_seen:  # an earlier sighting becomes the provenance
                 entry.first_seen, entry.role, entry.tool = lit.turn, lit.role, lit.tool
                 entry.rule, entry.kind, entry.field = lit.rule, kind_of(lit.rule), lit.field
-            entry.last_seen = max(entry.last_seen, lit.turn)
+            entry.last_seen = max(entry.last_seen, lit.latest)
             entry.count += lit.count
             if lit.severity == "required":
                 entry.severity = "required"

@@ -483,7 +483,7 @@ def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
 def _at(lit: Literal, turn: int) -> Literal:
     """A copy of ``lit`` seen at ``turn`` (positional: several times faster than replace())."""
     return Literal(lit.value, lit.rule, turn, lit.role, lit.start, lit.end, lit.field, lit.tool,
-                   lit.severity, lit.sensitive, lit.priority, lit.count, lit.mixed_script)
+                   lit.severity, lit.sensitive, lit.priority, lit.count, lit.mixed_script, turn)
 
 
 class _RoleRules:
@@ -513,8 +513,9 @@ class _RoleRules:
 
 # A scanner's literal row: the fields of ``Literal`` in order, flattened into one list.
 _WIDTH = len(Literal.__slots__)
-_SEVERITY, _SENSITIVE, _PRIORITY, _COUNT = (
-    Literal.__slots__.index(name) for name in ("severity", "sensitive", "priority", "count"))
+_SEVERITY, _SENSITIVE, _PRIORITY, _COUNT, _LAST = (
+    Literal.__slots__.index(name)
+    for name in ("severity", "sensitive", "priority", "count", "last_turn"))
 
 
 class Scanner:
@@ -559,9 +560,10 @@ class Scanner:
                     new.append(_at(lit, index))
                 rows.extend((lit.value, lit.rule, index, lit.role, lit.start, lit.end, lit.field,
                              lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count,
-                             lit.mixed_script))
+                             lit.mixed_script, index))
             else:
                 rows[at + _COUNT] += 1
+                rows[at + _LAST] = index
                 if lit.severity == "required":
                     rows[at + _SEVERITY] = "required"
                 rows[at + _SENSITIVE] = rows[at + _SENSITIVE] or lit.sensitive
