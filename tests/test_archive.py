@@ -807,14 +807,14 @@ def test_forgetting_reaches_a_piece_and_an_escaped_spelling_no_entry_names(archi
     learnt = ArchiveEntry(value=None, value_hash="h-secret", kind="other", rule="secrets/x",
                           role="user", first_turn=2, last_turn=2, seen=1, context=None,
                           sensitive=True, parts=None, secret=secret)
-    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 2
+    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == (2, 2)  # hidden, masked
     kept = {r["value"]: r["context"] for r in archive_db.execute(
         "SELECT value, context FROM archive WHERE sensitive = 0")}
     assert set(kept) == {"ORD-77", "ORD-78", "Qz8vK2mWx7q"}
     assert kept["ORD-77"] == '{"job": "[secret]"} ORD-77'
     assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
     assert archive_sqlite.count(archive_db, "c") == 3
-    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 0  # nothing left to forget
+    assert not any(archive_forget.forget_sqlite(archive_db, "c", [learnt]))  # nothing left
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
@@ -835,3 +835,87 @@ def test_a_compaction_that_learns_many_secrets_at_once_still_writes(store, reque
     assert two.audit_error is None and two.archive is not None
     assert two.archive.literals - two.archive.recallable >= 200  # hashed
     assert fw.recall("ORD-2024")[0].value == "ORD-2024-88123"
+
+
+# -- a secret one conversation learns, archived in clear by another (security round 3) ---------
+
+SHARED = "Hv3nQ9xK2mWp7Lr4" + "Tz8bYc"  # one word: no inner word for an index to look for
+
+
+def share_a_secret_then_learn_it(fw, stored):
+    """Alice pastes ``SHARED`` as a build id: archived in clear (its value, a path and a swept
+    token holding it, a piece of it, the lines around them); Bob's first compaction reads
+    ``password: SHARED``. Then no recall (of either conversation, or of all) answers with a
+    piece of it, and ``stored()`` (every row of the archive as text) holds none."""
+    from firewall.compaction.ledger import Ledger
+
+    alice = [{"role": "user", "content": f"Run the job with build id {SHARED} on node-12 please"},
+             {"role": "assistant", "content": f"Uploaded dist/build-{SHARED}.tar.gz to cache-3"},
+             {"role": "user", "content": f"then ORD-77 with job ref:{SHARED} fine"},
+             {"role": "user", "content": f"see {SHARED[:10]}"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
+    one = fw.compact(alice, summarize, ledger=Ledger.new("alice"))
+    kept = fw.audit.archived_values("alice")
+    assert {SHARED, SHARED[:10], f"dist/build-{SHARED}.tar.gz", f"ref:{SHARED}"} <= set(kept)
+    assert SHARED in stored()
+    bob = [{"role": "user", "content": f"the db password: {SHARED}"},
+           {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "go"}]
+    two = fw.compact(bob, summarize, ledger=Ledger.new("bob"))
+    assert two.audit_error is None
+    assert [e.sensitive for e in two.ledger.entries if e.value == SHARED] == [True]
+    queries = {SHARED, SHARED[:6], SHARED[-6:], *fragments(SHARED, 6), *terms(SHARED), "build",
+               "node-12", "job please", "cache-3", "tar.gz", "ORD-77", "ref", "see", "password"}
+    for conversation in (None, "alice", "bob"):
+        for query in queries:
+            for hit in fw.recall(query, conversation=conversation, limit=200):
+                assert not leaked(f"{hit.value}\n{hit.context}", [SHARED]), (query, hit)
+    assert "[secret]" in fw.recall("node-12", conversation="alice")[0].context
+    assert "ref:[secret]" in fw.recall("ORD-77", conversation="alice")[0].context
+    assert fw.audit.archive_count("alice") == len(fw.audit.archived_values("alice")) == \
+        one.archive.recallable - 4
+    text = stored()
+    assert leaked(text, [SHARED]) == [] and leaked(text[::-1], [SHARED]) == []
+    assert SHARED.lower() not in text.lower()  # the indexes keep their words folded
+
+
+def test_a_secret_one_conversation_learns_is_forgotten_in_every_other(tmp_path):
+    path = tmp_path / "audit.db"
+    fw = Firewall(audit=SQLiteAuditLog(path, key=KEY), keep_last=1)
+    wal = tmp_path / "audit.db-wal"
+
+    def stored():
+        with sqlite3.connect(path) as conn:  # the firewall's own checkpoint, not one here
+            rows = [row for table in ("archive", "archive_dropped", "archive_parts_data",
+                                      "archive_context_data")
+                    for row in conn.execute(f"SELECT * FROM {table}").fetchall()]
+        return "\n".join(str(c) for row in rows for c in row if c is not None)
+
+    before = []
+    original = stored
+
+    def stored_and_wal():
+        before.append(wal.read_bytes() if wal.exists() else b"")
+        return original()
+
+    share_a_secret_then_learn_it(fw, stored_and_wal)
+    assert SHARED.encode() in before[0]  # the WAL held it in clear once...
+    frames = wal.read_bytes() if wal.exists() else b""
+    text = frames.decode("latin-1")
+    assert leaked(text, [SHARED]) == [] and leaked(text[::-1], [SHARED]) == []  # ...no more
+
+
+def test_postgres_forgets_a_secret_in_every_conversation_as_sqlite_does(postgres_url,
+                                                                        monkeypatch):
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    fw = Firewall(audit=postgres_url, keep_last=1)
+
+    def stored():
+        with psycopg.connect(postgres_url) as conn:
+            rows = [row for table in ("archive", "archive_dropped")
+                    for row in conn.execute(f"SELECT t::text FROM {table} t").fetchall()]
+        return "\n".join(row[0] for row in rows)
+
+    share_a_secret_then_learn_it(fw, stored)
