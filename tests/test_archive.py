@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -919,3 +920,187 @@ def test_postgres_forgets_a_secret_in_every_conversation_as_sqlite_does(postgres
         return "\n".join(row[0] for row in rows)
 
     share_a_secret_then_learn_it(fw, stored)
+
+
+def other_conversations_rows(secret):
+    """Rows a conversation other than the learning one holds, each found by another index:
+    the secret itself (its hash), a piece of it (value ranges), a value ending with it glued
+    to other characters (the reversed value's), a path holding it (the FTS index of parts),
+    a context line holding it glued on its right, or URL-encoded (the FTS index of context);
+    and two lookalikes that must stay."""
+    from urllib.parse import quote
+
+    rows = {"exact": entry(secret, "core/id-token"), "piece": entry(secret[3:12], SWEPT_RULE),
+            "glued": entry("xyz" + secret, SWEPT_RULE),
+            "path": entry(f"dist/build-{secret}.tar.gz", "core/path-relative"),
+            "line": entry("ORD-77", "core/id-token"), "encoded": entry("ORD-78", "core/id-token"),
+            "alike": entry(secret[:-1] + "Q", "core/id-token"),
+            "alike line": entry("ORD-79", "core/id-token")}
+    rows["line"].context = f"id {secret}zz then ORD-77"
+    rows["encoded"].context = f"GET /x?sig={quote(secret, safe='')} ORD-78"
+    rows["alike line"].context = f"id {secret[:-1]}Q then ORD-79"
+    return rows
+
+
+def learnt(secret):
+    return ArchiveEntry(value=None, value_hash=secret, kind="other", rule="secrets/x",
+                        role="user", first_turn=2, last_turn=2, seen=1, context=None,
+                        sensitive=True, parts=None, secret=secret)
+
+
+LATE_SPELLINGS = ["Hv3nQ9xK2mWp7Lr4Tz8bYc",  # one word: found where nothing is glued before it
+                  "Qz8vK2mWx7p/Lr4Tn9bYc",  # two: its last word, as a prefix
+                  "tok-Hv3nQ9xK2m-Wp7Lr4Tz"]  # an inner word, wherever it is glued
+
+
+def assert_other_conversations_forget(rows_of, forget, secret):
+    """``forget`` (the learning conversation ``mine``, which holds none of it) reaches every
+    row ``other_conversations_rows`` wrote into ``other``: which rows stay, and their lines."""
+    forgotten = forget([learnt(secret)])
+    kept = rows_of("other")
+    assert set(kept) == {"ORD-77", "ORD-78", secret[:-1] + "Q", "ORD-79"}, secret
+    assert kept["ORD-77"] == "id [secret]zz then ORD-77"
+    assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
+    assert kept["ORD-79"] == f"id {secret[:-1]}Q then ORD-79"
+    assert tuple(forgotten) == (4, 2)
+    assert not any(forget([learnt(secret)]))  # nothing left to forget
+
+
+@pytest.mark.parametrize("secret", LATE_SPELLINGS)
+def test_forgetting_finds_the_rows_of_other_conversations_through_indexes(tmp_path, secret):
+    from firewall.audit import archive_forget
+
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)  # every migration: m006's index too
+    with sqlite3.connect(log.path, isolation_level=None) as conn:
+        archive_sqlite.write(conn, "other", 1, list(other_conversations_rows(secret).values()),
+                             ArchiveLimits())
+        for sql, args in archive_forget._sqlite_lookups([secret],
+                                                        archive_forget._spellings([secret])):
+            plan = " | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+            # no row is read but those an index names (FTS tables are indexes)
+            assert not re.search(r"\bSCAN a\b", plan) and "USING" in plan, plan
+
+        def rows_of(conversation):
+            return dict(conn.execute("SELECT value, context FROM archive WHERE sensitive = 0 "
+                                     "AND conversation_id = ?", (conversation,)).fetchall())
+
+        assert_other_conversations_forget(
+            rows_of, lambda entries: archive_forget.forget_sqlite(conn, "mine", entries), secret)
+        assert archive_sqlite.count(conn, "other") == 4 == len(rows_of("other"))
+
+
+@pytest.mark.parametrize("secret", LATE_SPELLINGS)
+def test_postgres_finds_the_rows_of_other_conversations_as_sqlite_does(pg_fw, postgres_url,
+                                                                       secret):
+    import psycopg
+
+    from firewall.audit import archive_forget, archive_postgres
+
+    with psycopg.connect(postgres_url) as conn:
+        archive_postgres.write(conn, "other", 1,
+                               list(other_conversations_rows(secret).values()), ArchiveLimits())
+        conn.execute("SET enable_seqscan = off")  # a tiny table: ask whether an index serves
+        for sql, args in archive_forget._postgres_lookups([secret],
+                                                          archive_forget._spellings([secret])):
+            plan = " | ".join(r[0] for r in conn.execute(f"EXPLAIN {sql}", args).fetchall())
+            assert "Seq Scan on archive" not in plan, plan
+        conn.execute("RESET enable_seqscan")
+
+        def rows_of(conversation):
+            return dict(conn.execute("SELECT value, context FROM archive WHERE NOT sensitive "
+                                     "AND conversation_id = %s", (conversation,)).fetchall())
+
+        assert_other_conversations_forget(
+            rows_of, lambda entries: archive_forget.forget_postgres(conn, "mine", entries),
+            secret)
+        assert archive_postgres.count(conn, "other") == 4 == len(rows_of("other"))
+
+
+def test_a_compaction_without_a_new_secret_asks_nothing_more(archive_db):
+    """The common case costs nothing: no secret, no query; secrets the conversation hashed
+    already, one."""
+    from firewall.audit import archive_forget
+
+    statements = []
+    archive_db.set_trace_callback(statements.append)
+    assert not any(archive_forget.forget_sqlite(archive_db, "c", [entry("ORD-1", SWEPT_RULE)]))
+    assert statements == []
+    archive_sqlite.write(archive_db, "c", 1, [learnt("Hv3nQ9xK2mWp7Lr4Tz8bYc")], ArchiveLimits())
+    statements.clear()
+    assert not any(archive_forget.forget_sqlite(archive_db, "c",
+                                                [learnt("Hv3nQ9xK2mWp7Lr4Tz8bYc")]))
+    assert len(statements) == 1
+
+
+def assert_an_m005_log_migrates(open_log, monkeypatch, indexes, stored):
+    """A log as literal-firewall wrote it before m006: Bob's archive hashed a value Alice's keeps
+    in clear (forgetting reached one conversation then). Opened now, it gains the index on
+    ``value_hash`` and Alice's row is hash-only; what else it holds stays recallable."""
+    from firewall.audit import migrations as schema
+    from firewall.audit.keys import literal_hash
+
+    def clear(value):
+        return ArchiveEntry(value=value, value_hash=literal_hash(value, KEY), kind="other", rule="x/y",
+                            role="user", first_turn=1, last_turn=1, seen=1,
+                            context=f"the build id is {value}", sensitive=False,
+                            parts=value_parts(value))
+
+    with monkeypatch.context() as m005:
+        m005.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:-1])
+        assert schema.MIGRATIONS[-1][0] == "m005_archive_context_split"
+        old = open_log()
+        old.write_archive("alice", 1, [clear(SHARED), clear("node-12")])
+        hashed = ArchiveEntry(value=None, value_hash=literal_hash(SHARED, KEY), kind="other", rule="x/y",
+                              role="user", first_turn=1, last_turn=1, seen=1, context=None,
+                              sensitive=True, parts=None)  # no secret: nothing forgotten
+        old.write_archive("bob", 1, [hashed])
+        assert [h.value for h in old.recall(Query.of(SHARED))] == [SHARED]
+        assert "archive_value_hash" not in indexes()
+        assert SHARED.lower() in stored().lower()
+    log = open_log()
+    assert SHARED.lower() not in stored().lower()  # its row, and the words the index keeps
+    assert "archive_value_hash" in indexes() and "archive_dropped_value_hash" in indexes()
+    for query in (SHARED, SHARED[:8], *terms(SHARED)[:2]):
+        assert [h.value for h in log.recall(Query.of(query))] == [], query
+    assert log.archived_values("alice") == ["node-12"] and log.archive_count("alice") == 1
+    assert [h.value for h in log.recall(Query.of("node-12"))] == ["node-12"]
+
+
+def test_an_m005_log_migrates_and_hides_what_another_conversation_hashed(tmp_path, monkeypatch):
+    path = tmp_path / "audit.db"
+
+    def indexes():
+        with sqlite3.connect(path) as conn:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master "
+                                               "WHERE type = 'index'")}
+
+    def stored():
+        with sqlite3.connect(path) as conn:
+            rows = [row for table in ("archive", "archive_parts_data", "archive_context_data")
+                    for row in conn.execute(f"SELECT * FROM {table}").fetchall()]
+        return "\n".join(c.decode("latin-1") if isinstance(c, bytes) else str(c)
+                         for row in rows for c in row if c is not None)
+
+    assert_an_m005_log_migrates(lambda: SQLiteAuditLog(path, key=KEY), monkeypatch, indexes,
+                                stored)
+
+
+def test_postgres_m005_log_migrates_as_sqlite_does(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    from firewall.audit import open_audit_log
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+
+    def indexes():
+        with psycopg.connect(postgres_url) as conn:
+            return {r[0] for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+
+    def stored():
+        with psycopg.connect(postgres_url) as conn:
+            return "\n".join(r[0] for r in conn.execute("SELECT t::text FROM archive t"))
+
+    assert_an_m005_log_migrates(lambda: open_audit_log(postgres_url), monkeypatch, indexes,
+                                stored)

@@ -251,9 +251,11 @@ BATCH = 400  # ranges or hashes per query
 
 def _spellings(secrets: Sequence[str]) -> list[str]:
     """Every spelling ``plan`` looks for (URL-encoded, base64, JSON-decoded) of at least
-    ``SECRET_MIN_CHARS`` characters."""
+    ``SECRET_MIN_CHARS`` characters, as the archive writes text (a decoded lone surrogate as
+    its escape)."""
     spelled_too = [*secrets, *spelled(secrets)]
-    return list(dict.fromkeys(s for s in [*spelled_too, *SecretIndex(spelled_too).secrets]
+    return list(dict.fromkeys(escape_surrogates(s) for s in [*spelled_too,
+                                                            *SecretIndex(spelled_too).secrets]
                               if len(s) >= SECRET_MIN_CHARS))
 
 
@@ -334,9 +336,9 @@ def _postgres_lookups(hashes: Sequence[str], spellings: Sequence[str]
     split = f"regexp_replace(%s, {CONTEXT_SPLIT}, ' ', 'g')"
     parts, contexts = [], []
     for text, prefix in filter(None, map(_narrowing, spellings)):
-        if prefix:  # every word a prefix (to_tsquery gives a quoted phrase's words one label)
-            parts.append(("to_tsquery('simple', quote_literal(%s) || ':*')",
-                          _part_words(text, prefix)))
+        if prefix:  # one word (a prefix) for a context line; terms (the last a prefix) for parts
+            words = [f"'{w}'" for w in _part_words(text, prefix).split()]  # letters, digits
+            parts.append(("to_tsquery('simple', %s)", " <-> ".join(words) + ":*"))
             contexts.append((f"to_tsquery('simple', quote_literal({split}) || ':*')", text))
         else:
             parts.append(("phraseto_tsquery('simple', %s)", _part_words(text, prefix)))
