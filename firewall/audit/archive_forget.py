@@ -87,14 +87,7 @@ def forget_sqlite(conn: Any, conversation_id: str, entries: Sequence[ArchiveEntr
     new = _new_secrets(conn, "?", "sensitive = 1", conversation_id, entries)
     if not new:
         return Forgotten()
-    secrets = unknown_secrets(new, ())
-    rows: dict[Any, tuple[Any, ...]] = {}
-    for sql, args in [*((f"{_SQLITE_ROW} WHERE a.conversation_id = ? AND a.sensitive = 0 "
-                         f"AND ({where})", [conversation_id, *args])
-                        for where, args in _candidates(secrets, "?", "instr({}, {})")),
-                      *_sqlite_lookups(list(new), _spellings(secrets))]:
-        rows.update((r[0], tuple(r)) for r in conn.execute(sql, args))
-    hidden, masked = plan(((r[0], r[2], r[3]) for r in rows.values()), secrets)
+    secrets, rows, hidden, masked = _search(conn, "sqlite", conversation_id, new)
     if hidden or masked:  # the old text is zeroed where SQLite frees it, not left in free space
         conn.execute("PRAGMA secure_delete = ON")
     conn.executemany("INSERT INTO archive_parts (archive_parts, rowid, parts) "
@@ -130,14 +123,7 @@ def forget_postgres(conn: Any, conversation_id: str, entries: Sequence[ArchiveEn
     new = _new_secrets(conn, "%s", "sensitive", conversation_id, entries)
     if not new:
         return Forgotten()
-    secrets = unknown_secrets(new, ())
-    rows: dict[Any, tuple[Any, ...]] = {}
-    for sql, args in [*((f"{_POSTGRES_ROW} WHERE a.conversation_id = %s AND NOT a.sensitive "
-                         f"AND ({where})", [conversation_id, *args])
-                        for where, args in _candidates(secrets, "%s", "strpos({}, {})")),
-                      *_postgres_lookups(list(new), _spellings(secrets))]:
-        rows.update((r[0], tuple(r)) for r in conn.execute(sql, args).fetchall())
-    hidden, masked = plan(((r[0], r[2], r[3]) for r in rows.values()), secrets)
+    secrets, rows, hidden, masked = _search(conn, "postgresql", conversation_id, new)
     if hidden:
         conn.execute("UPDATE archive SET value = NULL, parts = NULL, context = NULL, "
                      "sensitive = true WHERE id = ANY(%s)", (hidden,))
@@ -148,6 +134,27 @@ def forget_postgres(conn: Any, conversation_id: str, entries: Sequence[ArchiveEn
                      "WHERE conversation_id = %s", (n, conversation))
     _forget_dropped(conn, "%s", conversation_id, secrets, list(new))
     return Forgotten(len(hidden), len(masked))
+
+
+def _search(conn: Any, dialect: str, conversation_id: str, new: dict[str, str]
+            ) -> tuple[list[str], dict[Any, tuple[Any, ...]], list[Any], list[tuple[Any, str]]]:
+    """The secrets (as the archive writes text), the rows ``plan`` may change by id (id,
+    conversation, value, context, and in SQLite parts): the learning conversation's, each
+    tested by the database, and the others' the indexes name; and ``plan``'s answer."""
+    secrets = unknown_secrets(new, ())
+    if dialect == "sqlite":
+        mark, select, clear, find = "?", _SQLITE_ROW, "a.sensitive = 0", "instr({}, {})"
+        lookups = _sqlite_lookups(list(new), _spellings(secrets))
+    else:
+        mark, select, clear, find = "%s", _POSTGRES_ROW, "NOT a.sensitive", "strpos({}, {})"
+        lookups = _postgres_lookups(list(new), _spellings(secrets))
+    rows: dict[Any, tuple[Any, ...]] = {}
+    for sql, args in [*((f"{select} WHERE a.conversation_id = {mark} AND {clear} AND ({where})",
+                         [conversation_id, *args])
+                        for where, args in _candidates(secrets, mark, find)), *lookups]:
+        rows.update((r[0], tuple(r)) for r in conn.execute(sql, args).fetchall())
+    hidden, masked = plan(((r[0], r[2], r[3]) for r in rows.values()), secrets)
+    return secrets, rows, hidden, masked
 
 
 def _new_secrets(conn: Any, mark: str, sensitive: str, conversation_id: str,
