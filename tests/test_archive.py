@@ -1104,3 +1104,48 @@ def test_postgres_m005_log_migrates_as_sqlite_does(postgres_url, monkeypatch):
 
     assert_an_m005_log_migrates(lambda: open_audit_log(postgres_url), monkeypatch, indexes,
                                 stored)
+
+
+def test_postgres_writers_forgetting_in_each_others_conversations_both_commit(pg_fw,
+                                                                            postgres_url):
+    """Two compactions at once, each learning a secret the other's conversation archived in
+    clear: each locks the conversations it changes in one order, so neither write fails (a
+    lock taken per row as found, X's then Y's against Y's then X's, deadlocked)."""
+    import threading
+
+    import psycopg
+
+    from firewall.audit import archive_forget, archive_postgres
+
+    secrets = {"x": "Hv3nQ9xK2mWp7Lr4Tz8bYc", "y": "Qz8vK2mWx7pLr4Tn9bYc"}
+    with psycopg.connect(postgres_url) as setup:
+        for conversation, secret in secrets.items():
+            archive_postgres.write(setup, conversation, 1, [entry(secret, "core/id-token")],
+                                   ArchiveLimits())
+
+    def compaction(conn, conversation, learns):
+        archive_forget.forget_postgres(conn, conversation, [learnt(secrets[learns])])
+        return lambda: archive_postgres.write(conn, conversation, 2,
+                                              [entry(f"ORD-{conversation}", "core/id-token")],
+                                              ArchiveLimits())
+
+    failed = []
+
+    def other():
+        try:
+            with psycopg.connect(postgres_url) as conn:  # commits on leaving
+                compaction(conn, "y", learns="x")()
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            failed.append(exc)
+
+    with psycopg.connect(postgres_url) as conn:
+        write = compaction(conn, "x", learns="y")  # holds x's and y's locks
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(0.5)  # it waits for them (or, per row, would take x's and wait for y's)
+        write()
+    thread.join(30)
+    assert not thread.is_alive() and failed == []
+    with psycopg.connect(postgres_url) as conn:
+        clear = {r[0] for r in conn.execute("SELECT value FROM archive WHERE NOT sensitive")}
+    assert clear == {"ORD-x", "ORD-y"}

@@ -124,16 +124,25 @@ def forget_postgres(conn: Any, conversation_id: str, entries: Sequence[ArchiveEn
     if not new:
         return Forgotten()
     secrets, rows, hidden, masked = _search(conn, "postgresql", conversation_id, new)
-    if hidden:
-        conn.execute("UPDATE archive SET value = NULL, parts = NULL, context = NULL, "
-                     "sensitive = true WHERE id = ANY(%s)", (hidden,))
+    if hidden or masked:
+        # writers of many conversations at once: each locks the conversations it changes in one
+        # order (its own too, which ``archive_postgres.write`` locks again), before any row,
+        # so two compactions forgetting in each other's conversations never deadlock
+        touched = {rows[k][1] for k in [*hidden, *(k for k, _ in masked)]} | {conversation_id}
+        conn.execute("SELECT 1 FROM archive_sizes WHERE conversation_id = ANY(%s) "
+                     "ORDER BY conversation_id FOR UPDATE", (sorted(touched),))
+    # the rows read before the locks: a row a cap has evicted since is not counted
+    gone = Counter(c for (c,) in conn.execute(
+        "UPDATE archive SET value = NULL, parts = NULL, context = NULL, sensitive = true "
+        "WHERE id = ANY(%s) AND NOT sensitive RETURNING conversation_id", (hidden,)).fetchall()) \
+        if hidden else Counter()
     for key, text in masked:
         conn.execute("UPDATE archive SET context = %s WHERE id = %s", (text, key))
-    for conversation, n in Counter(rows[k][1] for k in hidden).items():
+    for conversation, n in gone.items():
         conn.execute("UPDATE archive_sizes SET recallable = recallable - %s "
                      "WHERE conversation_id = %s", (n, conversation))
     _forget_dropped(conn, "%s", conversation_id, secrets, list(new))
-    return Forgotten(len(hidden), len(masked))
+    return Forgotten(sum(gone.values()), len(masked))
 
 
 def _search(conn: Any, dialect: str, conversation_id: str, new: dict[str, str]

@@ -362,7 +362,8 @@ class SQLiteAuditLog(KeyedLog):
                     conn.execute("ROLLBACK")
                 raise
             if any(forgot):  # the WAL's frames of the old pages hold it: into the file, gone
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                with contextlib.suppress(sqlite3.Error):  # committed: the next checkpoint will
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return done
 
     def recall(self, query: Any) -> list[Any]:
