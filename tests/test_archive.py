@@ -1040,8 +1040,8 @@ def assert_an_m005_log_migrates(open_log, monkeypatch, indexes, stored):
     from firewall.audit.keys import literal_hash
 
     def clear(value):
-        return ArchiveEntry(value=value, value_hash=literal_hash(value, KEY), kind="other", rule="x/y",
-                            role="user", first_turn=1, last_turn=1, seen=1,
+        return ArchiveEntry(value=value, value_hash=literal_hash(value, KEY), kind="other",
+                            rule="x/y", role="user", first_turn=1, last_turn=1, seen=1,
                             context=f"the build id is {value}", sensitive=False,
                             parts=value_parts(value))
 
@@ -1050,9 +1050,9 @@ def assert_an_m005_log_migrates(open_log, monkeypatch, indexes, stored):
         assert schema.MIGRATIONS[-1][0] == "m005_archive_context_split"
         old = open_log()
         old.write_archive("alice", 1, [clear(SHARED), clear("node-12")])
-        hashed = ArchiveEntry(value=None, value_hash=literal_hash(SHARED, KEY), kind="other", rule="x/y",
-                              role="user", first_turn=1, last_turn=1, seen=1, context=None,
-                              sensitive=True, parts=None)  # no secret: nothing forgotten
+        hashed = ArchiveEntry(value=None, value_hash=literal_hash(SHARED, KEY), kind="other",
+                              rule="x/y", role="user", first_turn=1, last_turn=1, seen=1,
+                              context=None, sensitive=True, parts=None)  # no secret: nothing forgotten
         old.write_archive("bob", 1, [hashed])
         assert [h.value for h in old.recall(Query.of(SHARED))] == [SHARED]
         assert "archive_value_hash" not in indexes()

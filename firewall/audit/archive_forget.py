@@ -11,13 +11,14 @@ FTS index), every context line holding one has it replaced by ``[secret]`` (in a
 
 Which rows: those of the writing conversation are all tested by the database (as before: the
 cap bounds them); in the other conversations, only the rows the indexes name are read
-(``_lookups``): the value's hash (an exact value), value ranges (a value lying inside a
-spelling, or ending with one) and the FTS index (a value or context line holding one: the
-words of a spelling bounded inside it, or its last word as a prefix, see ``_narrowing``).
-What those miss elsewhere: a spelling with no inner word, glued after letters or digits (a
-piece of a longer base64 run, ``xyz<secret>``), or written with ``\\u`` escapes, in a context
-line or inside a longer value. A compaction with no secret runs no query here; one with only
-secrets its conversation has hashed, one.
+(``_sqlite_lookups``, ``_postgres_lookups``): the value's hash (an exact value), value ranges
+(a value lying inside a spelling, or ending with one) and the FTS index (a value or context
+line holding one: the words of a spelling bounded inside it, or its last word as a prefix, see
+``_narrowing``). What those miss elsewhere: a spelling with no inner word, glued after letters
+or digits (a piece of a longer base64 run, ``xyz<secret>``), or written with ``\\uXXXX``
+escapes, in a context line or inside a longer value; and a record of the cap holding one (only
+an equal one is found). A compaction with no secret runs no query here; one with only secrets
+its conversation has hashed, one.
 
 Then the FTS index is merged (a deleted token stays readable in its segment until a merge),
 SQLite zeroes what it frees and its log checkpoints its WAL (``SQLiteAuditLog.write_archive``:
@@ -52,12 +53,9 @@ def secret_entries(entries: Sequence[ArchiveEntry]) -> dict[str, str]:
     return {e.value_hash: e.secret for e in entries if e.sensitive and e.secret}
 
 
-def unknown_secrets(secrets: dict[str, str], hashed: Iterable[str]) -> list[str]:
-    """The secrets (hash → secret) whose hash is not among the conversation's ``hashed``, as
-    the archive writes text (a lone surrogate as its ``\\udXXX`` escape)."""
-    hashed = set(hashed)
-    return list(dict.fromkeys(escape_surrogates(s) for h, s in secrets.items()
-                              if h not in hashed))
+def as_written(secrets: Iterable[str]) -> list[str]:
+    """``secrets`` as the archive writes text (a lone surrogate as its ``\\udXXX`` escape)."""
+    return list(dict.fromkeys(escape_surrogates(s) for s in secrets))
 
 
 def plan(rows: Iterable[tuple[Any, str | None, str | None]], secrets: Sequence[str]
@@ -150,7 +148,7 @@ def _search(conn: Any, dialect: str, conversation_id: str, new: dict[str, str]
     """The secrets (as the archive writes text), the rows ``plan`` may change by id (id,
     conversation, value, context, and in SQLite parts): the learning conversation's, each
     tested by the database, and the others' the indexes name; and ``plan``'s answer."""
-    secrets = unknown_secrets(new, ())
+    secrets = as_written(new.values())
     if dialect == "sqlite":
         mark, select, clear, find = "?", _SQLITE_ROW, "a.sensitive = 0", "instr({}, {})"
         lookups = _sqlite_lookups(list(new), _spellings(secrets))
@@ -169,9 +167,9 @@ def _search(conn: Any, dialect: str, conversation_id: str, new: dict[str, str]
 def _new_secrets(conn: Any, mark: str, sensitive: str, conversation_id: str,
                  entries: Sequence[ArchiveEntry]) -> dict[str, str]:
     """The secrets of ``entries`` (hash → secret) the conversation has not hashed yet: none
-    (and no query) for a compaction that found no secret. One hashed already was forgotten
-    across the log when it was (or, written in clear by a conversation since, is forgotten
-    when that conversation learns it)."""
+    (and no query) for a compaction that found no secret. One it hashed already was forgotten
+    across the log then; a conversation that archived it in clear since keeps it until a
+    compaction of a conversation that has not hashed it learns it."""
     known = secret_entries(entries)
     if not known:
         return {}
@@ -370,5 +368,5 @@ def _chunks(items: Sequence[Any], size: int) -> list[Any]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-__all__ = ["Forgotten", "forget_postgres", "forget_sqlite", "plan", "secret_entries",
-           "unknown_secrets"]
+__all__ = ["Forgotten", "as_written", "forget_postgres", "forget_sqlite", "plan",
+           "secret_entries"]
