@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -807,14 +808,14 @@ def test_forgetting_reaches_a_piece_and_an_escaped_spelling_no_entry_names(archi
     learnt = ArchiveEntry(value=None, value_hash="h-secret", kind="other", rule="secrets/x",
                           role="user", first_turn=2, last_turn=2, seen=1, context=None,
                           sensitive=True, parts=None, secret=secret)
-    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 2
+    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == (2, 2)  # hidden, masked
     kept = {r["value"]: r["context"] for r in archive_db.execute(
         "SELECT value, context FROM archive WHERE sensitive = 0")}
     assert set(kept) == {"ORD-77", "ORD-78", "Qz8vK2mWx7q"}
     assert kept["ORD-77"] == '{"job": "[secret]"} ORD-77'
     assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
     assert archive_sqlite.count(archive_db, "c") == 3
-    assert archive_forget.forget_sqlite(archive_db, "c", [learnt]) == 0  # nothing left to forget
+    assert not any(archive_forget.forget_sqlite(archive_db, "c", [learnt]))  # nothing left
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
@@ -835,3 +836,316 @@ def test_a_compaction_that_learns_many_secrets_at_once_still_writes(store, reque
     assert two.audit_error is None and two.archive is not None
     assert two.archive.literals - two.archive.recallable >= 200  # hashed
     assert fw.recall("ORD-2024")[0].value == "ORD-2024-88123"
+
+
+# -- a secret one conversation learns, archived in clear by another (security round 3) ---------
+
+SHARED = "Hv3nQ9xK2mWp7Lr4" + "Tz8bYc"  # one word: no inner word for an index to look for
+
+
+def share_a_secret_then_learn_it(fw, stored):
+    """Alice pastes ``SHARED`` as a build id: archived in clear (its value, a path and a swept
+    token holding it, a piece of it, the lines around them); Bob's first compaction reads
+    ``password: SHARED``. Then no recall (of either conversation, or of all) answers with a
+    piece of it, and ``stored()`` (every row of the archive as text) holds none."""
+    from firewall.compaction.ledger import Ledger
+
+    alice = [{"role": "user", "content": f"Run the job with build id {SHARED} on node-12 please"},
+             {"role": "assistant", "content": f"Uploaded dist/build-{SHARED}.tar.gz to cache-3"},
+             {"role": "user", "content": f"then ORD-77 with job ref:{SHARED} fine"},
+             {"role": "user", "content": f"see {SHARED[:10]}"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
+    one = fw.compact(alice, summarize, ledger=Ledger.new("alice"))
+    kept = fw.audit.archived_values("alice")
+    assert {SHARED, SHARED[:10], f"dist/build-{SHARED}.tar.gz", f"ref:{SHARED}"} <= set(kept)
+    assert SHARED in stored()
+    bob = [{"role": "user", "content": f"the db password: {SHARED}"},
+           {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "go"}]
+    two = fw.compact(bob, summarize, ledger=Ledger.new("bob"))
+    assert two.audit_error is None
+    assert [e.sensitive for e in two.ledger.entries if e.value == SHARED] == [True]
+    queries = {SHARED, SHARED[:6], SHARED[-6:], *fragments(SHARED, 6), *terms(SHARED), "build",
+               "node-12", "job please", "cache-3", "tar.gz", "ORD-77", "ref", "see", "password"}
+    for conversation in (None, "alice", "bob"):
+        for query in queries:
+            for hit in fw.recall(query, conversation=conversation, limit=200):
+                assert not leaked(f"{hit.value}\n{hit.context}", [SHARED]), (query, hit)
+    assert "[secret]" in fw.recall("node-12", conversation="alice")[0].context
+    assert "ref:[secret]" in fw.recall("ORD-77", conversation="alice")[0].context
+    assert fw.audit.archive_count("alice") == len(fw.audit.archived_values("alice")) == \
+        one.archive.recallable - 4
+    text = stored()
+    assert leaked(text, [SHARED]) == [] and leaked(text[::-1], [SHARED]) == []
+    assert SHARED.lower() not in text.lower()  # the indexes keep their words folded
+
+
+def test_a_secret_one_conversation_learns_is_forgotten_in_every_other(tmp_path):
+    path = tmp_path / "audit.db"
+    fw = Firewall(audit=SQLiteAuditLog(path, key=KEY), keep_last=1)
+    wal = tmp_path / "audit.db-wal"
+
+    def stored():
+        with sqlite3.connect(path) as conn:  # the firewall's own checkpoint, not one here
+            rows = [row for table in ("archive", "archive_dropped", "archive_parts_data",
+                                      "archive_context_data")
+                    for row in conn.execute(f"SELECT * FROM {table}").fetchall()]
+        return "\n".join(str(c) for row in rows for c in row if c is not None)
+
+    before = []
+    original = stored
+
+    def stored_and_wal():
+        before.append(wal.read_bytes() if wal.exists() else b"")
+        return original()
+
+    share_a_secret_then_learn_it(fw, stored_and_wal)
+    assert SHARED.encode() in before[0]  # the WAL held it in clear once...
+    frames = wal.read_bytes() if wal.exists() else b""
+    text = frames.decode("latin-1")
+    assert leaked(text, [SHARED]) == [] and leaked(text[::-1], [SHARED]) == []  # ...no more
+
+
+def test_postgres_forgets_a_secret_in_every_conversation_as_sqlite_does(postgres_url,
+                                                                        monkeypatch):
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+    fw = Firewall(audit=postgres_url, keep_last=1)
+
+    def stored():
+        with psycopg.connect(postgres_url) as conn:
+            rows = [row for table in ("archive", "archive_dropped")
+                    for row in conn.execute(f"SELECT t::text FROM {table} t").fetchall()]
+        return "\n".join(row[0] for row in rows)
+
+    share_a_secret_then_learn_it(fw, stored)
+
+
+def other_conversations_rows(secret):
+    """Rows a conversation other than the learning one holds, each found by another index:
+    the secret itself (its hash), a piece of it (value ranges), a value ending with it glued
+    to other characters (the reversed value's), a path holding it (the FTS index of parts),
+    a context line holding it glued on its right, or URL-encoded (the FTS index of context);
+    and two lookalikes that must stay."""
+    from urllib.parse import quote
+
+    rows = {"exact": entry(secret, "core/id-token"), "piece": entry(secret[3:12], SWEPT_RULE),
+            "glued": entry("xyz" + secret, SWEPT_RULE),
+            "path": entry(f"dist/build-{secret}.tar.gz", "core/path-relative"),
+            "line": entry("ORD-77", "core/id-token"), "encoded": entry("ORD-78", "core/id-token"),
+            "alike": entry(secret[:-1] + "Q", "core/id-token"),
+            "alike line": entry("ORD-79", "core/id-token")}
+    rows["line"].context = f"id {secret}zz then ORD-77"
+    rows["encoded"].context = f"GET /x?sig={quote(secret, safe='')} ORD-78"
+    rows["alike line"].context = f"id {secret[:-1]}Q then ORD-79"
+    return rows
+
+
+def learnt(secret):
+    return ArchiveEntry(value=None, value_hash=secret, kind="other", rule="secrets/x",
+                        role="user", first_turn=2, last_turn=2, seen=1, context=None,
+                        sensitive=True, parts=None, secret=secret)
+
+
+LATE_SPELLINGS = ["Hv3nQ9xK2mWp7Lr4Tz8bYc",  # one word: found where nothing is glued before it
+                  "Qz8vK2mWx7p/Lr4Tn9bYc",  # two: its last word, as a prefix
+                  "tok-Hv3nQ9xK2m-Wp7Lr4Tz"]  # an inner word, wherever it is glued
+
+
+def assert_other_conversations_forget(rows_of, forget, secret):
+    """``forget`` (the learning conversation ``mine``, which holds none of it) reaches every
+    row ``other_conversations_rows`` wrote into ``other``: which rows stay, and their lines."""
+    forgotten = forget([learnt(secret)])
+    kept = rows_of("other")
+    assert set(kept) == {"ORD-77", "ORD-78", secret[:-1] + "Q", "ORD-79"}, secret
+    assert kept["ORD-77"] == "id [secret]zz then ORD-77"
+    assert kept["ORD-78"] == "GET /x?sig=[secret] ORD-78"
+    assert kept["ORD-79"] == f"id {secret[:-1]}Q then ORD-79"
+    assert tuple(forgotten) == (4, 2)
+    assert not any(forget([learnt(secret)]))  # nothing left to forget
+
+
+@pytest.mark.parametrize("secret", LATE_SPELLINGS)
+def test_forgetting_finds_the_rows_of_other_conversations_through_indexes(tmp_path, secret):
+    from firewall.audit import archive_forget
+
+    log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)  # every migration: m006's index too
+    with sqlite3.connect(log.path, isolation_level=None) as conn:
+        archive_sqlite.write(conn, "other", 1, list(other_conversations_rows(secret).values()),
+                             ArchiveLimits())
+        for sql, args in archive_forget._sqlite_lookups([secret],
+                                                        archive_forget._spellings([secret])):
+            plan = " | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+            # no row is read but those an index names (FTS tables are indexes)
+            assert not re.search(r"\bSCAN a\b", plan) and "USING" in plan, plan
+
+        def rows_of(conversation):
+            return dict(conn.execute("SELECT value, context FROM archive WHERE sensitive = 0 "
+                                     "AND conversation_id = ?", (conversation,)).fetchall())
+
+        assert_other_conversations_forget(
+            rows_of, lambda entries: archive_forget.forget_sqlite(conn, "mine", entries), secret)
+        assert archive_sqlite.count(conn, "other") == 4 == len(rows_of("other"))
+
+
+@pytest.mark.parametrize("secret", LATE_SPELLINGS)
+def test_postgres_finds_the_rows_of_other_conversations_as_sqlite_does(pg_fw, postgres_url,
+                                                                       secret):
+    import psycopg
+
+    from firewall.audit import archive_forget, archive_postgres
+
+    with psycopg.connect(postgres_url) as conn:
+        archive_postgres.write(conn, "other", 1,
+                               list(other_conversations_rows(secret).values()), ArchiveLimits())
+        conn.execute("SET enable_seqscan = off")  # a tiny table: ask whether an index serves
+        for sql, args in archive_forget._postgres_lookups([secret],
+                                                          archive_forget._spellings([secret])):
+            plan = " | ".join(r[0] for r in conn.execute(f"EXPLAIN {sql}", args).fetchall())
+            assert "Seq Scan on archive" not in plan, plan
+        conn.execute("RESET enable_seqscan")
+
+        def rows_of(conversation):
+            return dict(conn.execute("SELECT value, context FROM archive WHERE NOT sensitive "
+                                     "AND conversation_id = %s", (conversation,)).fetchall())
+
+        assert_other_conversations_forget(
+            rows_of, lambda entries: archive_forget.forget_postgres(conn, "mine", entries),
+            secret)
+        assert archive_postgres.count(conn, "other") == 4 == len(rows_of("other"))
+
+
+def test_a_compaction_without_a_new_secret_asks_nothing_more(archive_db):
+    """The common case costs nothing: no secret, no query; secrets the conversation hashed
+    already, one."""
+    from firewall.audit import archive_forget
+
+    statements = []
+    archive_db.set_trace_callback(statements.append)
+    assert not any(archive_forget.forget_sqlite(archive_db, "c", [entry("ORD-1", SWEPT_RULE)]))
+    assert statements == []
+    archive_sqlite.write(archive_db, "c", 1, [learnt("Hv3nQ9xK2mWp7Lr4Tz8bYc")], ArchiveLimits())
+    statements.clear()
+    assert not any(archive_forget.forget_sqlite(archive_db, "c",
+                                                [learnt("Hv3nQ9xK2mWp7Lr4Tz8bYc")]))
+    assert len(statements) == 1
+
+
+def assert_an_m005_log_migrates(open_log, monkeypatch, indexes, stored):
+    """A log as literal-firewall wrote it before m006: Bob's archive hashed a value Alice's keeps
+    in clear (forgetting reached one conversation then). Opened now, it gains the index on
+    ``value_hash`` and Alice's row is hash-only; what else it holds stays recallable."""
+    from firewall.audit import migrations as schema
+    from firewall.audit.keys import literal_hash
+
+    def clear(value):
+        return ArchiveEntry(value=value, value_hash=literal_hash(value, KEY), kind="other",
+                            rule="x/y", role="user", first_turn=1, last_turn=1, seen=1,
+                            context=f"the build id is {value}", sensitive=False,
+                            parts=value_parts(value))
+
+    with monkeypatch.context() as m005:
+        m005.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:-1])
+        assert schema.MIGRATIONS[-1][0] == "m005_archive_context_split"
+        old = open_log()
+        old.write_archive("alice", 1, [clear(SHARED), clear("node-12")])
+        hashed = ArchiveEntry(value=None, value_hash=literal_hash(SHARED, KEY), kind="other",
+                              rule="x/y", role="user", first_turn=1, last_turn=1, seen=1,
+                              context=None, sensitive=True, parts=None)  # no secret: nothing forgotten
+        old.write_archive("bob", 1, [hashed])
+        assert [h.value for h in old.recall(Query.of(SHARED))] == [SHARED]
+        assert "archive_value_hash" not in indexes()
+        assert SHARED.lower() in stored().lower()
+    log = open_log()
+    assert SHARED.lower() not in stored().lower()  # its row, and the words the index keeps
+    assert "archive_value_hash" in indexes() and "archive_dropped_value_hash" in indexes()
+    for query in (SHARED, SHARED[:8], *terms(SHARED)[:2]):
+        assert [h.value for h in log.recall(Query.of(query))] == [], query
+    assert log.archived_values("alice") == ["node-12"] and log.archive_count("alice") == 1
+    assert [h.value for h in log.recall(Query.of("node-12"))] == ["node-12"]
+
+
+def test_an_m005_log_migrates_and_hides_what_another_conversation_hashed(tmp_path, monkeypatch):
+    path = tmp_path / "audit.db"
+
+    def indexes():
+        with sqlite3.connect(path) as conn:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master "
+                                               "WHERE type = 'index'")}
+
+    def stored():
+        with sqlite3.connect(path) as conn:
+            rows = [row for table in ("archive", "archive_parts_data", "archive_context_data")
+                    for row in conn.execute(f"SELECT * FROM {table}").fetchall()]
+        return "\n".join(c.decode("latin-1") if isinstance(c, bytes) else str(c)
+                         for row in rows for c in row if c is not None)
+
+    assert_an_m005_log_migrates(lambda: SQLiteAuditLog(path, key=KEY), monkeypatch, indexes,
+                                stored)
+
+
+def test_postgres_m005_log_migrates_as_sqlite_does(postgres_url, monkeypatch):
+    pytest.importorskip("psycopg")
+    import psycopg
+
+    from firewall.audit import open_audit_log
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY.decode())
+
+    def indexes():
+        with psycopg.connect(postgres_url) as conn:
+            return {r[0] for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+
+    def stored():
+        with psycopg.connect(postgres_url) as conn:
+            return "\n".join(r[0] for r in conn.execute("SELECT t::text FROM archive t"))
+
+    assert_an_m005_log_migrates(lambda: open_audit_log(postgres_url), monkeypatch, indexes,
+                                stored)
+
+
+def test_postgres_writers_forgetting_in_each_others_conversations_both_commit(pg_fw,
+                                                                            postgres_url):
+    """Two compactions at once, each learning a secret the other's conversation archived in
+    clear: each locks the conversations it changes in one order, so neither write fails (a
+    lock taken per row as found, X's then Y's against Y's then X's, deadlocked)."""
+    import threading
+
+    import psycopg
+
+    from firewall.audit import archive_forget, archive_postgres
+
+    secrets = {"x": "Hv3nQ9xK2mWp7Lr4Tz8bYc", "y": "Qz8vK2mWx7pLr4Tn9bYc"}
+    with psycopg.connect(postgres_url) as setup:
+        for conversation, secret in secrets.items():
+            archive_postgres.write(setup, conversation, 1, [entry(secret, "core/id-token")],
+                                   ArchiveLimits())
+
+    def compaction(conn, conversation, learns):
+        archive_forget.forget_postgres(conn, conversation, [learnt(secrets[learns])])
+        return lambda: archive_postgres.write(conn, conversation, 2,
+                                              [entry(f"ORD-{conversation}", "core/id-token")],
+                                              ArchiveLimits())
+
+    failed = []
+
+    def other():
+        try:
+            with psycopg.connect(postgres_url) as conn:  # commits on leaving
+                compaction(conn, "y", learns="x")()
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            failed.append(exc)
+
+    with psycopg.connect(postgres_url) as conn:
+        write = compaction(conn, "x", learns="y")  # holds x's and y's locks
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(0.5)  # it waits for them (or, per row, would take x's and wait for y's)
+        write()
+    thread.join(30)
+    assert not thread.is_alive() and failed == []
+    with psycopg.connect(postgres_url) as conn:
+        clear = {r[0] for r in conn.execute("SELECT value FROM archive WHERE NOT sensitive")}
+    assert clear == {"ORD-x", "ORD-y"}

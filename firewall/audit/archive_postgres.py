@@ -74,8 +74,9 @@ TABLES = (
 # ``simple`` parser alone keeps ``45/100``, ``src/app/models.py`` or a URL whole, so that a
 # word of them asked alone would find the line in SQLite and not here. Migration
 # ``m005_archive_context_split`` (an older log's column is made again, and its index).
+CONTEXT_SPLIT = "'[[:punct:][:space:]]+'"  # the runs a context line is cut at
 CONTEXT_TSV = ("to_tsvector('simple', regexp_replace(coalesce(context, ''), "
-               "'[[:punct:][:space:]]+', ' ', 'g'))")
+               f"{CONTEXT_SPLIT}, ' ', 'g'))")
 SPLIT_CONTEXT = (
     "DROP INDEX archive_search",
     "ALTER TABLE archive DROP COLUMN context_tsv",

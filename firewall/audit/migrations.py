@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from . import archive_postgres as _archive_pg, archive_sqlite as _archive_sqlite
+from . import (archive_forget as _archive_forget, archive_postgres as _archive_pg,
+               archive_sqlite as _archive_sqlite)
 from ..errors import AuditError
 
 Dialect = Literal["sqlite", "postgresql"]
@@ -141,6 +142,15 @@ MIGRATIONS: list[tuple[str, tuple[Statement, ...]]] = [
     # PostgreSQL's context words split as SQLite's FTS5 splits them (``45/100``: 45, 100)
     ("m005_archive_context_split",
      tuple(Dialects(None, postgresql) for postgresql in _archive_pg.SPLIT_CONTEXT)),
+    # A secret a compaction learns is forgotten in every conversation of the log
+    # (``archive_forget``): the rows holding it exactly are found by its hash. A log written
+    # before kept such a row in clear where another conversation learnt the value was a
+    # secret: made hash-only now, as the rows forgotten since are.
+    ("m006_archive_value_hash", (
+        "CREATE INDEX archive_value_hash ON archive (value_hash)",
+        "CREATE INDEX archive_dropped_value_hash ON archive_dropped (value_hash)",
+        *(Dialects(sqlite, postgresql) for sqlite, postgresql in _archive_forget.KNOWN_ELSEWHERE),
+    )),
 ]
 
 

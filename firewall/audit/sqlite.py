@@ -353,7 +353,7 @@ class SQLiteAuditLog(KeyedLog):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 # what this compaction learnt is a secret, archived in clear before: forgotten
-                archive_forget.forget_sqlite(conn, conversation_id, entries)
+                forgot = archive_forget.forget_sqlite(conn, conversation_id, entries)
                 done = archive_sqlite.write(conn, conversation_id, compaction, entries,
                                             limits or ArchiveLimits())
                 conn.execute("COMMIT")
@@ -361,6 +361,9 @@ class SQLiteAuditLog(KeyedLog):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if any(forgot):  # the WAL's frames of the old pages hold it: into the file, gone
+                with contextlib.suppress(sqlite3.Error):  # committed: the next checkpoint will
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return done
 
     def recall(self, query: Any) -> list[Any]:
