@@ -31,10 +31,10 @@ from pathlib import Path
 
 import regex
 
-from .packcache import cache_dir, prune, used, write_atomic
+from .packcache import cache_dir, private_folder, prune, read_private, used, write_atomic
 
 _NAMED = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_]\w*)>")  # Hyperscan refuses a repeated name
-FORMAT = 2  # bump when the database's layout (ids, flags) changes
+FORMAT = 3  # bump when the database's layout (ids, flags) changes
 SLOW_COMPILE = 0.25  # seconds of CPU: a UTF-8 pattern compiling longer alone is left out
 CONDITIONS = 2  # further tests per rule (its locators): ids (2 + k) * rules + rule
 
@@ -123,11 +123,7 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
     if hyperscan is None:
         return None
     expressions = _expressions(sources, keywords, conditions)
-    digest = hashlib.sha256(f"{FORMAT} {hyperscan.__version__} {len(sources)} {utf8}\n"
-                            .encode())
-    for id_, expression in expressions:
-        digest.update(b"%d " % id_ + expression + b"\n")
-    key = digest.hexdigest()
+    key = _key(hyperscan, expressions, len(sources), utf8)
     with _lock:
         if key in _databases or key in _compiling:
             return key
@@ -135,11 +131,11 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
         if path is None:
             _databases[key] = None  # no cache: never compiled (see the module docstring)
             return key
-        loaded = _load(path, len(sources))
+        loaded = _load(path, len(sources), key)
         if loaded is not None:
             _databases[key] = loaded
             return key
-        job = _start_child(path, expressions, len(sources), utf8)
+        job = _start_child(path, key, expressions, len(sources), utf8)
         if job is not None:
             _pending[key] = job
             return key
@@ -149,6 +145,15 @@ def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
                               name="firewall-hyperscan-compile", daemon=True)
     thread.start()
     return key
+
+
+def _key(hyperscan, expressions: list[tuple[int, bytes]], size: int, utf8: bool) -> str:
+    """What a database is the compiled form of: its file's name and the first line of its
+    content (see ``_load``)."""
+    digest = hashlib.sha256(f"{FORMAT} {hyperscan.__version__} {size} {utf8}\n".encode())
+    for id_, expression in expressions:
+        digest.update(b"%d " % id_ + expression + b"\n")
+    return digest.hexdigest()
 
 
 def ready(key: str) -> PatternDatabase | None:
@@ -179,8 +184,8 @@ class _Job:
     """A database compiled by a child process: its cache path and its job file (which exists
     until the child is done, stored or not)."""
 
-    def __init__(self, path: Path, size: int) -> None:
-        self.path, self.job, self.size = path, _job_path(path), size
+    def __init__(self, path: Path, size: int, key: str) -> None:
+        self.path, self.job, self.size, self.key = path, _job_path(path), size, key
         self.next_look = 0.0
 
 
@@ -198,7 +203,7 @@ def _poll(key: str, force: bool = False) -> PatternDatabase | None:
     job.next_look = now + POLL_SECONDS
     running = job.job.exists()  # looked at first: a child stores, then removes its job file
     if job.path.exists():
-        loaded = _load(job.path, job.size)
+        loaded = _load(job.path, job.size, job.key)
         if loaded is not None or not running:
             with _lock:
                 _databases[key] = loaded
@@ -213,17 +218,24 @@ def _poll(key: str, force: bool = False) -> PatternDatabase | None:
 
 def _cache_path(key: str) -> Path | None:
     folder = cache_dir()
-    return None if folder is None else folder / "hyperscan" / f"{key[:40]}.hsdb"
+    if folder is None or not private_folder(folder / "hyperscan"):
+        return None
+    return folder / "hyperscan" / f"{key[:40]}.hsdb"
 
 
-def _load(path: Path, size: int) -> PatternDatabase | None:
-    """A stored database, or None (missing, corrupt, or from another Hyperscan build)."""
+def _load(path: Path, size: int, key: str | None = None) -> PatternDatabase | None:
+    """A stored database, or None (missing, corrupt, from another Hyperscan build, or compiled
+    from other patterns than its name says: a database of another pack would rule out rules it
+    never held). ``key``: the whole key it must hold (else the file's name, a prefix of it)."""
     import hyperscan
 
     try:
-        blob = path.read_bytes()
+        blob = read_private(path)
         digest, body = blob[:32], blob[32:]
         if hashlib.sha256(body).digest() != digest:
+            return None
+        held, body = body[:64].decode("ascii"), body[64:]
+        if held != key if key is not None else not held.startswith(path.stem):
             return None
         members_size = int.from_bytes(body[:4], "little")
         members = frozenset(int(m) for m in body[4:4 + members_size].split(b",") if m)
@@ -285,7 +297,7 @@ def _compile(expressions: list[tuple[int, bytes]], utf8: bool = False):
         return build(kept), tuple(i for i, _ in kept)
 
 
-def _start_child(path: Path, expressions: list[tuple[int, bytes]], size: int,
+def _start_child(path: Path, key: str, expressions: list[tuple[int, bytes]], size: int,
                  utf8: bool) -> _Job | None:
     """A detached child process that compiles the database and stores it at ``path`` (its job
     file, written here, says what to compile and that a compile is under way: a second process
@@ -295,39 +307,45 @@ def _start_child(path: Path, expressions: list[tuple[int, bytes]], size: int,
         return None
     job = _job_path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
             age = time.time() - job.stat().st_mtime
         except FileNotFoundError:
             age = None
         if age is not None and age < JOB_STALE_SECONDS:
-            return _Job(path, size)  # another process's child compiles it
-        spec = {"path": str(path), "size": size, "utf8": utf8,
+            return _Job(path, size, key)  # another process's child compiles it
+        spec = {"size": size, "utf8": utf8,
                 "expressions": [[i, e.decode("latin-1")] for i, e in expressions]}
         write_atomic(job, json.dumps(spec).encode("utf-8"))
     except OSError:
         return None
-    # the same modules as this process: its import path, not only the environment's
+    # the same modules as this process: its import path, not only the environment's; and only
+    # those (-P): ``-m`` would put the working directory first, where a project's own
+    # ``regex.py`` would run in the child
     search = os.pathsep.join(p for p in sys.path if p)
     env = {**os.environ, "PYTHONPATH": search}
     try:
-        subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
+        subprocess.Popen([sys.executable, "-P", "-m", __name__, str(job)], env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
     except (OSError, ValueError):
         job.unlink(missing_ok=True)
         return None
-    return _Job(path, size)
+    return _Job(path, size, key)
 
 
 def _run_job(job: Path) -> None:
-    """The child's work: compile the database its job file describes, store it, remove the
-    job file (also when nothing could be compiled)."""
+    """The child's work: compile the database its job file describes, store it beside the job
+    file under the key of what it compiled, remove the job file (also when nothing could be
+    compiled). Nothing in the job file says where to write: a database is only ever stored
+    as the one file its patterns name."""
     try:
-        spec = json.loads(job.read_text(encoding="utf-8"))
+        import hyperscan
+
+        spec = json.loads(read_private(job).decode("utf-8"))
         expressions = [(int(i), e.encode("latin-1")) for i, e in spec["expressions"]]
-        _compile_and_store(spec["path"], Path(spec["path"]), expressions, int(spec["size"]),
-                           bool(spec["utf8"]))
+        size, utf8 = int(spec["size"]), bool(spec["utf8"])
+        key = _key(hyperscan, expressions, size, utf8)
+        _compile_and_store(key, job.with_name(f"{key[:40]}.hsdb"), expressions, size, utf8)
     finally:
         job.unlink(missing_ok=True)
 
@@ -343,7 +361,8 @@ def _compile_and_store(key: str, path: Path, expressions: list[tuple[int, bytes]
             members = frozenset(ids)
             database = PatternDatabase(compiled, size, members)
             listed = b",".join(b"%d" % i for i in sorted(members))
-            body = len(listed).to_bytes(4, "little") + listed + hyperscan.dumpb(compiled)
+            body = key.encode("ascii") + len(listed).to_bytes(4, "little") + listed + \
+                hyperscan.dumpb(compiled)
             _store(path, hashlib.sha256(body).digest() + body)
     except Exception:  # noqa: BLE001 - no database: the RE2 sets go on serving
         database = None

@@ -8,6 +8,11 @@ any difference is a miss. Only the rules' data is stored, as JSON that the model
 again on the way in, never code; an entry that cannot be read, parsed or validated is a miss
 too, and is rewritten. The cache is ``$FIREWALL_CACHE_DIR``, else the per-user cache folder;
 ``FIREWALL_CACHE_DIR=""`` turns it off. A cache that cannot be written is silently skipped.
+
+Whoever can write the cache can change the rules (drop the secret rules, and a secret is no
+longer masked), so only a private folder is used: created ``0700``, and a folder another user
+owns or that group or others can write turns the cache off (``private_folder``); an entry is
+read only when it is a regular file this user owns, never through a symlink (``read_private``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from contextlib import suppress
@@ -28,12 +34,42 @@ KEEP_ENTRIES = 256  # loaded packs kept, the most recently used (about 80 kB eac
 
 
 def cache_dir() -> Path | None:
+    """The cache folder, or None: turned off, or not private to this user (see the module)."""
     configured = os.environ.get(CACHE_ENV)
     if configured is not None:
-        return Path(configured).expanduser() if configured else None
-    import platformdirs
+        if not configured:
+            return None
+        folder = Path(configured).expanduser()
+    else:
+        import platformdirs
 
-    return Path(platformdirs.user_cache_dir("literal-firewall")) / "packs"
+        folder = Path(platformdirs.user_cache_dir("literal-firewall")) / "packs"
+    return folder if private_folder(folder) else None
+
+
+def private_folder(folder: Path) -> bool:
+    """Create ``folder`` (``0700``) if it is missing; True when it is a folder this user owns
+    and no one else can write (another user's, or a group- or world-writable one, could hold
+    entries planted there)."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError:
+        return False
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+            and not info.st_mode & 0o022)
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of the cache file ``path``: a regular file this user owns and no one else can
+    write, not read through a symlink; raises ``OSError`` otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid()
+                or info.st_mode & 0o022):
+            raise PermissionError(f"{path}: not a private cache file")
+        return handle.read()
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,8 +104,10 @@ def lookup(path: Path, *, examples_checked: bool) -> Any:
     if entry_path is None:
         return None
     try:
-        entry = json.loads(entry_path.read_text(encoding="utf-8"))
+        entry = json.loads(read_private(entry_path).decode("utf-8"))
         if examples_checked and entry["examples_checked"] is not True:
+            return None
+        if str(path.resolve()) not in entry["files"]:  # an entry of another pack
             return None
         if any(_sha256(name) != digest for name, digest in entry["files"].items()):
             return None
@@ -101,7 +139,7 @@ def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to a temp file beside ``path``, then rename it there: readers see the old
     entry or the new one, never half of one. Raises ``OSError`` (the temp file removed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".write-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -115,7 +153,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 def used(path: Path) -> None:
     """Mark a cache entry as just used, so that ``prune`` keeps it (best effort)."""
     with suppress(OSError):
-        os.utime(path)
+        os.utime(path, follow_symlinks=False)
 
 
 def prune(folder: Path, pattern: str, keep: int) -> None:
