@@ -143,3 +143,102 @@ def test_fts_query_syntax_in_a_query_is_text(db: Path, query: str,
     assert code in (0, 1) and "error" not in err.lower() and "syntax" not in err.lower(), err
     if "evil" in query:
         assert code == 0 and "evil-build-42" in [json.loads(l)["value"] for l in out.splitlines()]
+
+
+
+def test_a_crafted_log_cannot_drive_the_terminal_through_any_field(
+        db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log is a file anyone can hand over (``--audit-db``): its every column is data. A hit's
+    role was written raw, and a crafted log put escapes there; text where a turn or a
+    compaction number goes was written raw too, or raised a ``TypeError``."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE archive SET role = ?, kind = ?, rule = ?, conversation_id = ?",
+                     (f"tool{ESC}]0;pwned\x07", f"path{RLO}", f"r{ESC}[1A",
+                      f"c{ZWSP}\n{FORGED}"))
+    capsys.readouterr()
+    for flags in ([], ["--json"]):
+        assert main(["recall", "--audit-db", str(db), "--limit", "20", *flags, "--",
+                     "evil-build-42"]) == 0
+        out = capsys.readouterr().out
+        assert "evil-build-42" in out
+        assert_inert(out)
+    with conn:
+        conn.execute("UPDATE archive SET first_turn = ?, last_turn = ?, compaction = ?",
+                     (f"{ESC}[2J", f"9{C1_CSI}31m", FORGED))
+    conn.close()
+    for flags in ([], ["--json"]):
+        code = main(["recall", "--audit-db", str(db), *flags, "--", "evil-build-42"])
+        out, err = capsys.readouterr()
+        assert code == 2 and not out
+        assert f"audit log {db}" in err and "not a literal-firewall audit log" in err
+        assert_inert(err)
+
+
+def test_a_database_that_is_not_a_log_is_refused_and_left_as_it_was(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--audit-db`` naming another program's database (a typo, a path handed over) made it a
+    log: a read-only command switched it to WAL and added every table of the schema."""
+    import sqlite3
+
+    other = tmp_path / "places.sqlite"
+    conn = sqlite3.connect(other)
+    with conn:
+        conn.execute("CREATE TABLE bookmarks (url TEXT)")
+        conn.execute("INSERT INTO bookmarks VALUES ('https://example.org')")
+    conn.close()
+    before = other.read_bytes()
+    capsys.readouterr()
+    for command in (["recall", "--audit-db", str(other), "x"],
+                    ["audit", "list", "--audit-db", str(other)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "not a literal-firewall audit log" in err and "'bookmarks'" in err
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.sqlite"]
+
+
+def test_sql_in_a_crafted_logs_schema_cannot_use_an_unsafe_virtual_table(
+        db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log's schema is the author's SQL, run by every reader: its ``archive`` made a view
+    that read ``pragma_database_list`` (the reader's files) into every hit's value."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(archive)")]
+    picked = ", ".join("(SELECT group_concat(file) FROM pragma_database_list) AS value"
+                       if c == "value" else f"a.{c}" for c in columns)
+    with conn:
+        conn.execute("ALTER TABLE archive RENAME TO archive_kept")
+        conn.execute(f"CREATE VIEW archive AS SELECT {picked} FROM archive_kept a")
+    conn.close()
+    capsys.readouterr()
+    code = main(["recall", "--audit-db", str(db), "--json", "--", "evil build"])
+    out, err = capsys.readouterr()
+    assert str(db) not in out.replace("\\/", "/")
+    assert code == 2 and "unsafe use of virtual table" in err
+
+
+def test_a_new_audit_log_and_its_wal_are_readable_by_their_owner_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The archive keeps every literal of every conversation, pinned or not, with its line: a
+    new log was created with the umask's mode (``0644``), readable by every local user."""
+    import os
+
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", KEY)
+    source = tmp_path / "conversation.json"
+    source.write_text(json.dumps(hostile_messages()), encoding="utf-8")
+    path = tmp_path / "logs" / "audit.db"
+    old = os.umask(0o022)  # the usual one
+    try:
+        assert main(["compact", str(source), "--keep-last", "1", "--audit-db", str(path)]) == 0
+        log = SQLiteAuditLog(path)  # held open: its WAL stays
+        files = list(path.parent.iterdir())
+        assert {p.name for p in files} >= {"audit.db", "audit.db-wal"}
+        for file in files:
+            assert file.stat().st_mode & 0o077 == 0, file
+        log.close()
+    finally:
+        os.umask(old)

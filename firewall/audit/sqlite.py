@@ -46,6 +46,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_close_before_fork)
 
 
+_NOT_A_LOG = "it is corrupt or not a literal-firewall audit log: a row holds the wrong types"
+
+
+def _typed(hits: list[Any]) -> list[Any]:
+    """``hits``, each field of the type a compaction writes (SQLite keeps any value in any
+    column: a crafted file puts text where a turn goes); raises ``TypeError`` otherwise."""
+    for hit in hits:
+        numbers = (hit.first_turn, hit.last_turn, hit.compaction)
+        texts = (hit.value, hit.kind, hit.rule, hit.role, hit.conversation)
+        if not (all(type(n) is int for n in numbers) and all(type(t) is str for t in texts)
+                and (hit.context is None or type(hit.context) is str)):
+            raise TypeError(f"an archive row of types {[type(f).__name__ for f in numbers]}")
+    return hits
+
+
 def default_db_path() -> Path:
     env = os.environ.get(DB_ENV)
     return Path(env).expanduser() if env else keys.state_dir() / "audit.db"
@@ -77,6 +92,10 @@ class SQLiteAuditLog(KeyedLog):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise os_storage_error(self.path, exc, "creating the folder") from exc
+        # the archive holds every literal of every conversation and the lines around them:
+        # a new log is the user's alone (SQLite gives its -wal and -shm files its mode)
+        with contextlib.suppress(OSError):  # there already, or not creatable: opening says
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._migrate()
         self._keep_open()
 
@@ -164,6 +183,9 @@ class SQLiteAuditLog(KeyedLog):
                 conn = sqlite3.connect(self.path, timeout=self.busy_timeout,
                                        isolation_level=None)
             conn.row_factory = sqlite3.Row
+            # a log is a file anyone can hand over: SQL in its schema (a view, a trigger) may
+            # use no function or virtual table that has side effects or reads the connection
+            conn.execute("PRAGMA trusted_schema = OFF")
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             # In WAL mode NORMAL syncs at checkpoints, not at every commit: a committed record
@@ -239,6 +261,14 @@ class SQLiteAuditLog(KeyedLog):
 
     def _apply_migrations(self) -> None:
         with self._connect("opening") as conn:
+            # another program's database (a wrong --audit-db) is not made a log: every change
+            # below, the journal mode included, would stay in it
+            names = [row[0] for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY name")]
+            if names and "_migrations" not in names:
+                raise storage_error(self.path, "opening", "it is not a literal-firewall audit "
+                                    f"log; set {DB_ENV} or --audit-db to another file",
+                                    f"it holds {', '.join(map(repr, names[:5]))}")
             # Persistent for the file; lets readers and one writer proceed together.
             conn.execute("PRAGMA journal_mode = WAL")
             # IMMEDIATE: two processes opening a fresh file must not both run m001.
@@ -383,16 +413,20 @@ class SQLiteAuditLog(KeyedLog):
                                            check_same_thread=False)
                     conn.row_factory = sqlite3.Row
                     conn.execute("PRAGMA query_only = ON")
+                    conn.execute("PRAGMA trusted_schema = OFF")  # see _connect
                 except sqlite3.Error as exc:
                     raise self._error(exc, "searching the archive") from exc
                 self._reader_conn, self._reader_pid = conn, os.getpid()
                 _IDLE_LOGS.add(self)
             try:
-                return archive_sqlite.recall(conn, query)
+                return _typed(archive_sqlite.recall(conn, query))
             except sqlite3.Error as exc:
                 self._reader_conn = None
                 conn.close()
                 raise self._error(exc, "searching the archive") from exc
+            except TypeError as exc:  # a row a compaction never wrote: the file is crafted
+                raise storage_error(self.path, "searching the archive", _NOT_A_LOG,
+                                    exc) from exc
 
     def archive_count(self, conversation_id: str) -> int:
         from . import archive_sqlite

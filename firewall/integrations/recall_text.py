@@ -59,7 +59,7 @@ def render(hit: Any) -> str:
     turns = f"turn {hit.first_turn}" if hit.first_turn == hit.last_turn else \
         f"turns {hit.first_turn}-{hit.last_turn}"
     head = (f"{value_text(hit.value)}\n    {visible_line(hit.kind)}, {visible_line(hit.rule)}, "
-            f"{hit.role} {turns}, compaction {hit.compaction} of "
+            f"{visible_line(hit.role)} {turns}, compaction {hit.compaction} of "
             f"{visible_line(hit.conversation)} ({hit.match}, score {hit.score:g})")
     return head + (f"\n    | {visible_line(hit.context)}" if hit.context else "")
 
