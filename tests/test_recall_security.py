@@ -242,3 +242,22 @@ def test_a_new_audit_log_and_its_wal_are_readable_by_their_owner_only(
         log.close()
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize("chars", [100_000, 10_000_000])
+def test_a_crafted_huge_row_is_an_error_not_an_answer(
+        db: Path, capsys: pytest.CaptureFixture[str], chars: int) -> None:
+    """An answer keeps its best hit whatever its size (a value is at most 8,192 characters):
+    a crafted row of 100,000 or 10 million characters reached the agent's context whole."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE archive SET context = context || ? WHERE value = 'evil-build-42'",
+                     (" evil" * (chars // 5),))
+    conn.close()
+    capsys.readouterr()
+    code = main(["recall", "--audit-db", str(db), "--json", "--", "evil-build-42"])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out
+    assert f"audit log {db}" in err and len(err) < 1000

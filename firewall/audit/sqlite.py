@@ -46,18 +46,25 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_close_before_fork)
 
 
-_NOT_A_LOG = "it is corrupt or not a literal-firewall audit log: a row holds the wrong types"
+_NOT_A_LOG = "it is corrupt or not a literal-firewall audit log: a row no compaction writes"
+# the longest string a recall reads: a value is at most the ledger's LITERAL_MAX_CHARS, its line
+# about archive.CONTEXT_CHARS around it; a crafted row of a gigabyte is an error, not an answer
+READ_MAX_CHARS = 8192 + 1024
 
 
 def _typed(hits: list[Any]) -> list[Any]:
-    """``hits``, each field of the type a compaction writes (SQLite keeps any value in any
-    column: a crafted file puts text where a turn goes); raises ``TypeError`` otherwise."""
+    """``hits``, each field of the type and size a compaction writes (SQLite keeps any value
+    in any column: a crafted file puts text where a turn goes, or a megabyte in a value that
+    would reach the agent's context whole); raises ``TypeError`` otherwise."""
     for hit in hits:
         numbers = (hit.first_turn, hit.last_turn, hit.compaction)
-        texts = (hit.value, hit.kind, hit.rule, hit.role, hit.conversation)
-        if not (all(type(n) is int for n in numbers) and all(type(t) is str for t in texts)
-                and (hit.context is None or type(hit.context) is str)):
+        texts = (hit.value, hit.kind, hit.rule, hit.role, hit.conversation,
+                 "" if hit.context is None else hit.context)
+        if not (all(type(n) is int for n in numbers) and all(type(t) is str for t in texts)):
             raise TypeError(f"an archive row of types {[type(f).__name__ for f in numbers]}")
+        longest = max(len(t) for t in texts)
+        if longest > READ_MAX_CHARS:
+            raise TypeError(f"an archive row holding {longest:,} characters")
     return hits
 
 
@@ -414,6 +421,9 @@ class SQLiteAuditLog(KeyedLog):
                     conn.row_factory = sqlite3.Row
                     conn.execute("PRAGMA query_only = ON")
                     conn.execute("PRAGMA trusted_schema = OFF")  # see _connect
+                    # no string a recall reads is longer (see _typed): a crafted row of a
+                    # gigabyte is refused by SQLite before it is held in memory
+                    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 * READ_MAX_CHARS)
                 except sqlite3.Error as exc:
                     raise self._error(exc, "searching the archive") from exc
                 self._reader_conn, self._reader_pid = conn, os.getpid()
