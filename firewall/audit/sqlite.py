@@ -132,6 +132,7 @@ class SQLiteAuditLog(KeyedLog):
             try:
                 conn = sqlite3.connect(self.path, timeout=self.busy_timeout,
                                        isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA trusted_schema = OFF")  # see _connect
                 conn.execute("SELECT count(*) FROM _migrations").fetchall()  # opens the WAL
             except (sqlite3.Error, OSError):
                 if conn is not None:
@@ -252,6 +253,7 @@ class SQLiteAuditLog(KeyedLog):
             try:
                 conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout)
                 try:
+                    conn.execute("PRAGMA trusted_schema = OFF")  # see _connect
                     applied = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
                 finally:
                     conn.close()
