@@ -261,3 +261,17 @@ def test_a_crafted_huge_row_is_an_error_not_an_answer(
     out, err = capsys.readouterr()
     assert code == 2 and not out
     assert f"audit log {db}" in err and len(err) < 1000
+
+
+def test_a_call_of_deeply_nested_arguments_is_answered_with_an_error(db: Path) -> None:
+    """A model writes the function call's arguments (and tool output can steer it): JSON
+    nested 100,000 deep raised ``RecursionError`` out of the wrapper's loop, where every
+    other call that cannot be answered gets ``{"error": ...}``."""
+    from firewall.integrations import recall_tool
+
+    fw = Firewall(audit=SQLiteAuditLog(db))
+    nested = '{"query": "evil-build-42", "limit": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    answer = json.loads(recall_tool.answer(fw, nested, conversation=None))
+    assert set(answer) == {"error"} and "recursion" in answer["error"]
+    hits = json.loads(recall_tool.answer(fw, '{"query": "evil-build-42"}', conversation=None))
+    assert hits["hits"]

@@ -164,7 +164,7 @@ def answer(fw: Any, arguments: Any, *, conversation: str | None) -> str:
         if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
             raise FirewallError("query must be a string and limit an integer")
         hits = fw.recall(query, conversation=conversation, limit=limit)
-    except (FirewallError, ValueError) as exc:
+    except (FirewallError, ValueError, RecursionError) as exc:  # JSON nested too deep
         return hit_json({"error": str(exc)})
     # hits hold tool output: data, escaped as the ledger escapes its values, and bounded
     return recall_answer([hit.to_dict() for hit in hits])[1]
