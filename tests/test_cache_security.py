@@ -194,3 +194,16 @@ def test_a_job_file_cannot_send_the_database_elsewhere(tmp_path):
     (stored,) = folder.glob("*.hsdb")
     assert not job.exists()
     assert multimatch._load(stored, 1) is not None
+
+
+def test_a_cache_folder_that_is_a_symlink_is_not_used(tmp_path, conversation):
+    """Whoever can write the folder above the cache could make the cache a link to one of the
+    user's own folders: entries were read there, and ``prune`` deleted its ``*.json`` files
+    beyond the 256 most recent."""
+    target = tmp_path / "users-own"
+    assert token_is_a_secret(target, conversation)  # a real cache, then planted on
+    secrets = entries(target)["secrets"]
+    secrets.write_text(without_rules(secrets))
+    link = tmp_path / "cache"
+    link.symlink_to(target)
+    assert token_is_a_secret(link, conversation)

@@ -50,10 +50,11 @@ def cache_dir() -> Path | None:
 def private_folder(folder: Path) -> bool:
     """Create ``folder`` (``0700``) if it is missing; True when it is a folder this user owns
     and no one else can write (another user's, or a group- or world-writable one, could hold
-    entries planted there)."""
+    entries planted there), not a symlink (whoever can write the folder above it could point
+    it at one of the user's own folders, whose ``*.json`` files ``prune`` would delete)."""
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
+        info = folder.lstat()
     except OSError:
         return False
     return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
