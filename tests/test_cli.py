@@ -316,3 +316,25 @@ def test_compact_and_scan_show_tool_output_without_letting_it_drive_the_terminal
                                                                     "9\u202e\x1b[0m"}]), "utf-8")
     code, out, _ = run(capsys, "scan", str(conversation), "--rules", MINIMAL)
     assert code == 0 and "INV-2025-08-44719" in out and "\x1b" not in out and "\u202e" not in out
+
+
+def test_audit_show_writes_what_the_conversation_controls_inert(tmp_path, monkeypatch, capsys):
+    """``audit list`` escaped a conversation id holding terminal escapes (it comes from the
+    input, as tool output does), ``audit show`` wrote it raw in its header."""
+    monkeypatch.setenv("FIREWALL_AUDIT_KEY", "k")
+    hostile = "conv\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"
+    source = tmp_path / "conversation.json"
+    source.write_text(json.dumps({"id": hostile, "messages": [
+        {"role": "user", "content": "fix /srv/app/main.py line 3"},
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "thanks"}]}))
+    db = tmp_path / "audit.db"
+    assert main(["compact", str(source), "--keep-last", "1", "--audit-db", str(db)]) == 0
+    capsys.readouterr()
+    from firewall.audit import SQLiteAuditLog
+
+    (summary,) = SQLiteAuditLog(db).list()
+    assert summary.conversation_id == hostile
+    assert main(["audit", "show", "--audit-db", str(db), summary.id]) == 0
+    out = capsys.readouterr().out
+    assert "conv\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e" in out
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e")

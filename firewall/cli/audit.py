@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from ..options import add_audit_options, missing_log_file, non_negative
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, audit_log_of, render_table, status_counts,
-                     statuses_help, write_line)
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, _cell, audit_log_of, render_table,
+                     status_counts, statuses_help, write_line)
 
 
 # ── audit ───────────────────────────────────────────────────────────────────────────────
@@ -83,6 +83,9 @@ def _render_record(record: Any) -> str:
     counts = Counter(o.status for o in record.literals)
     lines.append("literals      " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                                      or "none"))
+    # the conversation id and the error come from the input and the vendor, as a table's
+    # cells do: escaped like them
+    lines = [_cell(line) for line in lines]
     if record.attempts:
         lines += ["", render_table([(a.number, a.summarizer, a.model, a.verdict and
                                f"{a.verdict.present} present, {a.verdict.missing} missing, "
