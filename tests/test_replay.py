@@ -479,3 +479,18 @@ def test_one_call_away_counts_the_tokens_the_token_tier_swept_as_eval_does():
                                       live_tokens=[], compactions=[c]))
     assert "of which held by a swept token only, the token tier" in format_totals(
         totals, Trigger(window=window_for(messages, 0.4)))
+
+
+def test_the_table_writes_a_conversation_id_inert(tmp_path, capsys):
+    """The id comes from the input: one holding terminal escapes drove the terminal from the
+    replay's table (``audit list`` and ``recall`` escape it)."""
+    hostile = "conv\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"
+    source = tmp_path / "conversation.json"
+    source.write_text(json.dumps({"id": hostile, "messages": [
+        {"role": "user", "content": "fix /srv/app/main.py line 3"},
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "thanks"}]}))
+    capsys.readouterr()
+    assert main(["replay", str(source), "--window", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "conv\\u001b]0;pwned" in out
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e")

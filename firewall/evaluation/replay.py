@@ -47,7 +47,7 @@ from .archive_eval import archived_by
 from ..audit.archive import SWEPT_KIND
 from ..formats import parse_messages
 from ..literals import SENSITIVE
-from ..compaction.ledger import Ledger
+from ..compaction.ledger import Ledger, visible_line
 from .replaylog import GoldFate, ReplayCompaction, ReplayConversation
 from ..tokens import count_tokens
 from ..compaction.trigger import BACKING_OFF, SKIPPED, TRIGGER_POLICIES, WATERMARK, Trigger
@@ -443,7 +443,8 @@ def table_row(replay: ReplayConversation) -> str:
                 default=None)
     n = sum(c.gold for c in cs)
     ledger, span = sum(c.ledger_tokens for c in cs), sum(c.span_tokens for c in cs)
-    name = replay.id if len(replay.id) <= 48 else "…" + replay.id[-47:]
+    name = visible_line(replay.id)  # the input's: it may hold terminal escapes
+    name = name if len(name) <= 48 else "…" + name[-47:]
     return ROW.format(name, replay.messages, len(cs), max(replay.live_tokens, default=0), n_id,
                       _pct(_share(kept_id, n_id)), _pct(worst),
                       _pct(_share(sum(c.gold - c.lost for c in cs), n)), ledger,
