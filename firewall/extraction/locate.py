@@ -26,7 +26,7 @@ How the locator is derived from a pattern (each step only widens what it matches
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -477,12 +477,12 @@ class Locator:
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
 
     def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-                timeout: float) -> Iterator[Any]:
+                timeout: float) -> Iterable[Any]:
         """``pattern.finditer(text)``, through the locator."""
         return self.finditer(pattern, text, data, timeout)
 
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-                 timeout: float) -> Iterator[Any]:
+                 timeout: float) -> Iterable[Any]:
         """``pattern.finditer(text)``; ``data``: ``text`` as ASCII bytes RE2 agrees on, or
         None (then the widened locator runs on the UTF-8 bytes)."""
         if data is not None:
@@ -490,19 +490,21 @@ class Locator:
         return self._wide_finditer(pattern, text, timeout)
 
     def _ascii_finditer(self, pattern: regex.Pattern[str], text: str, data: bytes,
-                        timeout: float) -> Iterator[Any]:
+                        timeout: float) -> list[Any]:
         """``finditer`` on ASCII text (byte offsets are character offsets): the loop below
-        with its UTF-8 bookkeeping left out, as most text takes this path."""
+        with its UTF-8 bookkeeping left out, as most text takes this path. A list, not a
+        generator: the rule takes every match anyway, and a generator's frame cost more."""
         monotonic = time.monotonic
         deadline = monotonic() + timeout
         shift, anchor, locate, confirm = self.shift, _UNANCHORED, self.match, pattern.match
         n, pos, tried, scanned = len(data), 0, 0, 0
         rescan = RESCAN_FACTOR * n + 4096
+        found: list[Any] = []
         while pos <= n:
             start = pos - shift if pos else 0
             q, q_end = locate(anchor, data, start, n)[0]
             if q < 0:
-                return
+                return found
             scanned += q_end - start
             c = q + shift if q else 0
             if c < pos:
@@ -512,14 +514,18 @@ class Locator:
                 raise TimeoutError("regex timed out")
             tried += 1
             if (tried > MIN_CANDIDATES and tried * BYTES_PER_CANDIDATE > c) or scanned > rescan:
-                yield from pattern.finditer(text, c, timeout=remaining)
-                return
-            m = confirm(text, c, timeout=remaining)
+                found += pattern.finditer(text, c, timeout=remaining)
+                return found
+            # (string, pos, endpos, concurrent, partial, timeout) by position: `regex` parses
+            # keywords slowly, a quarter of a failed match's cost (the timeout is pinned by
+            # test_a_located_scan_still_times_out)
+            m = confirm(text, c, None, None, False, remaining)
             if m is None:
                 pos = c + 1
             else:
-                yield m
+                found.append(m)
                 pos = m.end()
+        return found
 
     def _wide_finditer(self, pattern: regex.Pattern[str], text: str,
                        timeout: float) -> Iterator[Any]:
