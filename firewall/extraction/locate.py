@@ -476,11 +476,6 @@ class Locator:
     shift: int  # 1 when the locator consumes the character before a candidate
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
 
-    def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-                timeout: float) -> Iterable[Any]:
-        """``pattern.finditer(text)``, through the locator."""
-        return self.finditer(pattern, text, data, timeout)
-
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
                  timeout: float) -> Iterable[Any]:
         """``pattern.finditer(text)``; ``data``: ``text`` as ASCII bytes RE2 agrees on, or
