@@ -250,9 +250,17 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
                 else:
                     prefix = "(?:\\A|[^" + (atom if atom.startswith("\\") else regex.escape(
                         atom, special_only=False)) + "])"
+        elif it.kind == "lookbehind" and not prefix:
+            last = _last_char(it.body)
+            if last is not None:
+                prefix = f"(?:\\A|{last})"
         elif it.kind == "assert" and it.atom in ("\\b", "\\B", "\\A", "^"):
             lead.append(it.text)
         i += 1
+    if not prefix and i < len(items) and items[i].kind == "atom" and not items[i].quant:
+        after = _line_start_or_after(items[i].atom)
+        if after is not None:
+            prefix, i = after, i + 1
     rest: list[str] = []
     while i < len(items):
         it = items[i]
@@ -280,6 +288,41 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if not rest:
         return None
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
+
+
+def _last_char(lookbehind: str) -> str | None:
+    """The one-character atom a lookbehind's body ends with (a class, a shorthand, a literal),
+    as written: a position the lookbehind holds at follows such a character."""
+    inner = _items(lookbehind)
+    if not inner or any(it.kind == "alt" for it in inner):
+        return None
+    last = inner[-1]
+    if last.kind != "atom" or last.quant or not _single(last.atom):
+        return None
+    return last.atom
+
+
+def _line_start_or_after(atom: str) -> str | None:
+    """For a group of ``^`` and lookbehinds (``(?:^|(?<=^[\\w./-]{1,256}[:-]))``: a line
+    number at a line's start or after a file name), the character before its position as a
+    consumed prefix: the start of the text, a line break, or each lookbehind's last character
+    (``(?:\\A|\\n|[:-])``). Without it the locator stopped at every number before a ``-``."""
+    inner = _group_body(atom) if atom.startswith("(") else None
+    items = _items(inner[0]) if inner is not None else None
+    if not items:
+        return None
+    before = []
+    for branch in _branches(items):
+        if len(branch) != 1:
+            return None
+        it = branch[0]
+        if it.kind == "assert" and it.atom in ("^", "\\A"):
+            before.append("\\n")  # ``^`` of a multiline pattern; \A is in the prefix anyway
+        elif it.kind == "lookbehind" and _last_char(it.body) is not None:
+            before.append(_last_char(it.body))
+        else:
+            return None
+    return "(?:\\A|" + "|".join(dict.fromkeys(before)) + ")"
 
 
 def _branches(items: list[_Item]) -> list[list[_Item]]:
