@@ -1,7 +1,7 @@
 """What a compaction stores in the archive, as one SHA-256: the proof that a change to the write
 path stores the same bytes.
 
-    python benchmarks/archive_digest.py [--data ../shared/data] [--repo PATH]
+    python benchmarks/archive_digest.py [--data ../shared/data] [--repo PATH] [--rows FILE]
 
 Compacts the real Claude Code sessions of the dev data (``claude_code_cc0``: each session's
 first 75 %, a scripted summarizer, the token tier on) into a fresh SQLite log, as
@@ -9,7 +9,9 @@ first 75 %, a scripted summarizer, the token tier on) into a fresh SQLite log, a
 ``archive`` row by id, every ``archive_parts`` and ``archive_context`` row, ``archive_sizes``
 and both FTS indexes' terms (``fts5vocab`` instances). ``--repo``: the tree whose ``firewall``
 is imported (another checkout, e.g. ``git archive`` of the tree before a change), so that both
-trees are compared by the same script.
+trees are compared by the same script. ``--rows``: also write every ``archive`` row there, one
+a line, by conversation and hash, without its id (a dropped row moves the ids of the rows after
+it), so that ``diff`` of two trees' files shows which rows a change added, dropped or altered.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--repo", default=str(REPO), help="the tree whose firewall is imported")
+    parser.add_argument("--rows", metavar="FILE", help="write every archive row there, sorted")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.repo).resolve()))
     from firewall.audit import SQLiteAuditLog
@@ -66,6 +69,12 @@ def main() -> int:
             for query in queries:
                 for row in conn.execute(query):
                     digest.update(repr(row).encode("utf-8", "surrogatepass"))
+            if args.rows:
+                conn.row_factory = sqlite3.Row
+                lines = sorted(repr({k: row[k] for k in row.keys() if k != "id"})
+                               for row in conn.execute("SELECT * FROM archive"))
+                Path(args.rows).write_text("".join(line + "\n" for line in lines),
+                                           encoding="utf-8", errors="surrogatepass")
     print(f"{rows:,} archive rows, sha256 {digest.hexdigest()}")
     return 0
 

@@ -11,7 +11,8 @@ of it, or by words of its context line.
 extracted: every run of 4+ characters between whitespace, quotes and brackets that holds a
 digit, ``/`` or ``@`` (DESIGN.md's naive floor, the gold's own tokenisation: ``45/100``,
 ``8.4MB``, ``/dev/null;``), archived with ``kind`` ``token`` and ``rule`` ``archive/token``
-(``SWEPT_RULE``) and their context line like the others. One regex pass over the span; never
+(``SWEPT_RULE``) and their context line like the others; but not a rule's literal with its
+sentence's punctuation (``1809,`` beside ``1809``: ``bare``). One regex pass over the span; never
 pinned, never in the block. At equal tier a rule's literal ranks above a swept token (its score
 stays in the band just below the tier's: ``tier_score``), and the cap evicts swept tokens first.
 ``ArchiveLimits(tokens=False)`` turns the tier off.
@@ -40,7 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..literals import LITERAL_KINDS, SECRET_MIN_CHARS, Literal, SecretIndex
+from ..literals import (LITERAL_KINDS, SECRET_MIN_CHARS, SENTENCE_PUNCTUATION, Literal,
+                        SecretIndex)
 from ..turns import Turn
 
 SECRET_MASK = "[secret]"
@@ -282,11 +284,21 @@ def swept_values(span: Iterable[tuple[int, Turn]], extracted: set[str],
     return [token for token, sighting in found.items() if not sighting[6]]
 
 
+def bare(token: str) -> str | None:
+    """``token`` without the sentence punctuation free text glues to a word (``1809,``,
+    ``/dev/null;``, ``aliases.sh:``), when it ends so and the rest ends in a letter or a digit
+    (``src/..`` keeps its dots); else None. The sweep archives no token whose bare form is a
+    rule's literal of the same compaction: a recall for it finds that literal by its parts,
+    and its row would hold nothing new."""
+    stripped = token.rstrip(SENTENCE_PUNCTUATION)
+    return stripped if stripped != token and stripped[-1:].isalnum() else None
+
+
 def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set[str],
           index: SecretIndex) -> dict[str, list[Any]]:
-    """The distinct tokens of ``span`` (see the module) not in ``extracted``, read where the
-    gold reads a turn (its text and the string values of its tool calls' arguments), first
-    sighting first: token → [turn, role, text, start, last turn, count, sensitive]. A token
+    """The distinct tokens of ``span`` (see the module) not in ``extracted``, as written or
+    ``bare``, read where the gold reads a turn (its text and the string values of its tool
+    calls' arguments), first sighting first: token → [turn, role, text, start, last turn, count, sensitive]. A token
     that holds a secret, lies inside one, or overlaps where one is written (a secret with a
     space in it: ``card:4111``) is sensitive."""
     from ..json_values import decoded, scalar_leaves
@@ -307,7 +319,8 @@ def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set
             regions = [m.span() for m in spanning.finditer(text)] if spanning else []
             for m in _TOKEN.finditer(text):
                 token = m.group()
-                if token in extracted or not 4 <= len(token) <= TOKEN_MAX_CHARS:
+                if token in extracted or not 4 <= len(token) <= TOKEN_MAX_CHARS or \
+                        (token[-1] in SENTENCE_PUNCTUATION and bare(token) in extracted):
                     continue
                 known = seen.get(token)
                 # most texts hold no secret with a space in it: no region to test
