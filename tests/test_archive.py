@@ -634,6 +634,26 @@ def test_a_window_with_escapes_masks_a_secret_the_same_read_or_not(secret):
     assert mask.plain_reading == ("/" not in secret)
 
 
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.lists(st.text("ab", min_size=4, max_size=7), min_size=1, max_size=6),
+       st.text("ab/", max_size=60))
+def test_the_mask_finds_secrets_where_their_alternation_longest_first_would(secrets, text):
+    """One Aho-Corasick pass finds what a regex alternation of the secrets, longest first, finds
+    (leftmost, then longest, never overlapping), overlapping secrets and repeats included."""
+    import re
+
+    from firewall.audit.archive import _Plain
+
+    longest = sorted(set(secrets), key=len, reverse=True)
+    alternation = re.compile("|".join(map(re.escape, longest)))
+    plain = _Plain(longest)
+    assert plain.spans(text) == [m.span() for m in alternation.finditer(text)]
+    assert plain.sub("[secret]", text) == alternation.sub("[secret]", text)
+    assert plain.search(text) == (alternation.search(text) is not None)
+
+
 # -- a value archived in clear, then learnt to be a secret (security round 3) ------------------
 
 LATE = "Qz8vK2mWx7pLr4Tn" + "9bYc"
