@@ -435,25 +435,30 @@ class _Mask:
         if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
             from ..json_values import spelling_pattern
 
-            # the reading of a text with only short escapes, which no secret holds, holds
-            # exactly the secrets the text holds between them (no surrogate pair to join)
-            read = text if self.plain_reading and "\\u" not in text and \
-                _SURROGATE.search(text) is None else _unescaped(text)
-            spelled = self.plain.findall(read)
+            spelled = self.plain.findall(self.reading(text))
             for secret in sorted(spelled, key=len, reverse=True):
                 text = spelling_pattern(secret).sub(SECRET_MASK, text)
         return self.plain.sub(SECRET_MASK, text)
 
     def clean(self, text: str, start: int, line: str) -> bool:
-        """``line`` (of ``text``, from ``start``) holds no secret in any spelling: no escape
-        to read, and no secret written plainly; so neither does any piece of it."""
+        """``line`` (of ``text``, from ``start``) holds no secret in any spelling: none written
+        plainly, none in its reading through its escapes; so neither does any piece of it that
+        cuts no escape (a context line's ends may cut one, masked or not). Read once per line,
+        not once per value's window of it (a JSON tool result is one line of many values)."""
         known = self.lines.get((id(text), start))
         if known is None or known[0] is not text:  # the text is kept: its id is not reused
             if len(self.lines) >= 4096:
                 self.lines.clear()
-            known = self.lines[(id(text), start)] = \
-                (text, "\\" not in line and not self.plain.search(line))
+            known = self.lines[(id(text), start)] = (text, not self.plain.search(line) and (
+                "\\" not in line or not self.plain.search(self.reading(line))))
         return known[1]
+
+    def reading(self, text: str) -> str:
+        """``text`` read through its JSON escapes, as far as a secret could be spelled in them:
+        as written when it has only short escapes that no secret holds (no surrogate pair to
+        join), so that its reading holds exactly the secrets it holds between them."""
+        return text if self.plain_reading and "\\u" not in text and \
+            _SURROGATE.search(text) is None else _unescaped(text)
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],
