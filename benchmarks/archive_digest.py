@@ -26,6 +26,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def compact_sessions(data: Path, log: object) -> bool:
+    """Compact the real Claude Code sessions of ``data`` into ``log`` (each session's first
+    75 %, a scripted summarizer, the token tier on), as ``archive.py``'s write benchmark does,
+    with the ``firewall`` the caller put first on ``sys.path``; False when the data is absent."""
+    from firewall.audit.archive import ArchiveLimits
+    from firewall.compaction.guard import Firewall
+    from firewall.formats import read_conversations
+
+    sessions = data / "claude_code_cc0"
+    if not sessions.is_dir():
+        print(f"no dev data at {sessions} (pass --data)")
+        return False
+    conversations = []
+    for path in sorted(sessions.glob("*.jsonl")):
+        conversations += read_conversations(path, on_error=lambda error: None)
+    fw = Firewall(audit=log, archive=ArchiveLimits())
+    for conversation in conversations:
+        keep = len(conversation.turns) - int(len(conversation.turns) * 0.75)
+        result = fw.compact(conversation, lambda request: "Summary: work so far.",
+                            keep_last=max(keep, 1))
+        assert result.audit_error is None, result.audit_error
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
@@ -34,26 +58,12 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.repo).resolve()))
     from firewall.audit import SQLiteAuditLog
-    from firewall.audit.archive import ArchiveLimits
-    from firewall.compaction.guard import Firewall
-    from firewall.formats import read_conversations
 
-    sessions = Path(args.data) / "claude_code_cc0"
-    if not sessions.is_dir():
-        print(f"no dev data at {sessions}: nothing to digest (pass --data)")
-        return 1
-    conversations = []
-    for path in sorted(sessions.glob("*.jsonl")):
-        conversations += read_conversations(path, on_error=lambda error: None)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "audit.db"
         log = SQLiteAuditLog(db, key=b"bench")
-        fw = Firewall(audit=log, archive=ArchiveLimits())
-        for conversation in conversations:
-            keep = len(conversation.turns) - int(len(conversation.turns) * 0.75)
-            result = fw.compact(conversation, lambda request: "Summary: work so far.",
-                                keep_last=max(keep, 1))
-            assert result.audit_error is None, result.audit_error
+        if not compact_sessions(Path(args.data), log):
+            return 1
         log.close()
         digest = hashlib.sha256()
         with sqlite3.connect(db) as conn:

@@ -34,17 +34,10 @@ def main() -> int:
     sys.path.insert(0, str(Path(args.repo).resolve()))
     import firewall.compaction.loop as loop
     from firewall.audit import SQLiteAuditLog
-    from firewall.audit.archive import ArchiveLimits, archive_entries
-    from firewall.compaction.guard import Firewall
-    from firewall.formats import read_conversations
+    from firewall.audit.archive import archive_entries
 
-    sessions = Path(args.data) / "claude_code_cc0"
-    if not sessions.is_dir():
-        print(f"no dev data at {sessions}: nothing to time (pass --data)")
-        return 1
-    conversations = []
-    for path in sorted(sessions.glob("*.jsonl")):
-        conversations += read_conversations(path, on_error=lambda error: None)
+    from archive_digest import compact_sessions  # beside this script
+
     built, written = [], []
 
     def keep_entries(literals, text_of, **options):
@@ -64,12 +57,8 @@ def main() -> int:
             return write(conversation, compaction, entries, limits)
 
         log.write_archive = keep_write
-        fw = Firewall(audit=log, archive=ArchiveLimits())
-        for conversation in conversations:
-            keep = len(conversation.turns) - int(len(conversation.turns) * 0.75)
-            result = fw.compact(conversation, lambda request: "Summary: work so far.",
-                                keep_last=max(keep, 1))
-            assert result.audit_error is None, result.audit_error
+        if not compact_sessions(Path(args.data), log):
+            return 1
         log.close()
         times: dict[str, list[float]] = {"entries, with the sweep": [],
                                          "entries, rules' literals only": [],
