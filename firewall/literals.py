@@ -56,6 +56,10 @@ class Literal:
 # accepts.
 SECRET_MIN_CHARS = 4
 
+# what a token of free text may carry from its sentence (``1809,``, ``/dev/null;``): the gold
+# tries a token without it, and the archive's sweep keeps no such token beside a rule's literal
+SENTENCE_PUNCTUATION = ".,;:!?"
+
 
 SENSITIVE = "[sensitive]"  # a secret wherever one is shown: a value, a field path, a report
 

@@ -373,6 +373,27 @@ def test_the_archive_splits_the_id_like_gold_in_three(firewall):
     assert total.summary()["share_one_call"] == tight.one_call / tight.gold
 
 
+def test_a_gold_token_with_its_sentences_punctuation_is_held_by_the_rules_bare_literal():
+    """The sweep archives no ``1809,`` where a rule extracted ``1809`` (``archive.bare``):
+    the gold ``1809,`` is one call away by that literal, and its recall counts that hit."""
+    from firewall.evaluation.archive_eval import archived_by, measure_cut
+    from firewall.evaluation.gold import Gold
+    from firewall.literals import Literal
+    from firewall.turns import Turn
+
+    assert archived_by("1809,", "1809", "") == "rule"
+    assert archived_by("1809,", "18090", "1809,") == "token"  # as written first
+    assert archived_by("src/..", "src/", "") is None and archived_by("1809,", "", "") is None
+    text = "Read lines 1809, to the end of src/app/models.py"
+    turns = [Turn(role="user", text=text), Turn(role="assistant", text="ok")]
+    literal = Literal("1809", "core/number", 0, "user", 11, 15)
+    gold = Gold("1809,", "token", "numeric", 1, "Bash", "command", 0, "user", True)
+    shares, values = measure_cut(turns, [literal], [gold], context="", span=[0])
+    assert "1809," not in values and "1809" in values
+    assert (shares.one_call, shares.one_call_token, shares.lost) == (1, 0, 0)
+    assert (shares.fragment_top5, shares.fragment_queries) == (1, 1)
+
+
 def test_an_agent_half_remembering_asks_for_a_fragment_or_context_words():
     from firewall.audit.archive import ArchiveEntry
     from firewall.evaluation.archive_eval import context_words, fragment

@@ -16,14 +16,13 @@ import regex
 from ..compaction.ledger import Ledger
 from ..compaction.validate import occurs as _bounded_in
 from ..json_values import scalar_leaves
-from ..literals import literal_kind
+from ..literals import SENTENCE_PUNCTUATION, literal_kind
 from ..turns import Conversation, Turn
 
 FRACTIONS = (0.25, 0.5, 0.75)
 MIN_VALUE, MIN_TOKEN = 3, 4
 FREE_TEXT_WORDS, FREE_TEXT_CHARS = 3, 40
 
-SENTENCE_PUNCTUATION = ".,;:!?"  # what a free-text token may carry from its sentence
 _SPLIT = regex.compile(r"""[\s"'`()\[\]{}<>]+""")
 FREE_TEXT_ARGUMENTS = frozenset({"command"})  # a shell command is free text at any length
 # Arguments that *name* something (a file, a command, a search, a record): gold passed in one of
