@@ -109,6 +109,14 @@ def test_a_later_compaction_updates_what_it_sees_again(fw):
     assert fw.recall("new_module")[0].value == "lib/new_module.py"
 
 
+def test_a_value_seen_twice_in_one_span_is_archived_with_both_turns(fw):
+    """src/app/models.py is shown at turn 1 and again at turn 2 of one compaction: its row
+    keeps both, not the first twice (the scan carries each value's latest sighting)."""
+    fw.compact(messages(), summarize)
+    hit = fw.recall("src/app/models.py")[0]
+    assert (hit.first_turn, hit.last_turn) == (1, 2)
+
+
 def test_the_cap_drops_the_least_seen_longest_ago_and_records_it(tmp_path):
     log = SQLiteAuditLog(tmp_path / "audit.db", key=KEY)
     fw = Firewall(audit=log, keep_last=1, archive=ArchiveLimits(max_literals=3))

@@ -199,7 +199,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
     for lit in sorted(literals, key=lambda l: l.turn):
         entry = by_value.get(lit.value)
         if entry is not None:
-            entry.last_turn = max(entry.last_turn, lit.turn)
+            entry.last_turn = max(entry.last_turn, lit.latest)
             entry.seen += max(lit.count, 1)
             continue
         sensitive = lit.sensitive or lit.value in secret_values or index.touches(lit.value)
@@ -209,7 +209,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
             value=None if sensitive else escape_surrogates(lit.value),
             value_hash=literal_hash(lit.value, key),
             kind=literal_kind(lit.value), rule=lit.rule, role=lit.role,
-            first_turn=max(lit.turn, 0), last_turn=max(lit.turn, 0), seen=max(lit.count, 1),
+            first_turn=max(lit.turn, 0), last_turn=max(lit.latest, 0), seen=max(lit.count, 1),
             context=None,
             sensitive=sensitive,
             parts=None if sensitive else value_parts(escape_surrogates(lit.value)),
