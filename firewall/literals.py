@@ -56,6 +56,10 @@ class Literal:
 # accepts.
 SECRET_MIN_CHARS = 4
 
+# what a token of free text may carry from its sentence (``1809,``, ``/dev/null;``): the gold
+# tries a token without it, and the archive's sweep keeps no such token beside a rule's literal
+SENTENCE_PUNCTUATION = ".,;:!?"
+
 
 SENSITIVE = "[sensitive]"  # a secret wherever one is shown: a value, a field path, a report
 
@@ -82,7 +86,10 @@ def spread_sensitivity(literals: list[Literal]) -> None:
     """Sensitivity dominates within one turn: a literal that overlaps a sensitive one in the
     same field, directly or through a chain of overlapping literals, is sensitive too (an email
     cut out of a URL password, an ID-shaped fragment of a key). Changes ``literals`` in place."""
-    if not any(lit.sensitive for lit in literals):
+    for lit in literals:  # a loop, not any(): a turn holds a hundred literals, rarely a secret
+        if lit.sensitive:
+            break
+    else:
         return
     by_field: dict[str, list[Literal]] = {}
     for lit in literals:

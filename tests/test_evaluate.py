@@ -8,7 +8,8 @@ import json
 import pytest
 
 from firewall.evaluation.evaluate import Tally, add_eval_command, budget_tokens, evaluate_cut, run
-from firewall.evaluation.gold import Gold, cut_points, gold_set, naive_ledger, occurs
+from firewall.evaluation.gold import (Gold, cut_points, gold_set, naive_ledger, occurs,
+                                      ranked_naive_ledger)
 from firewall.literals import literal_kind
 from firewall.compaction.guard import Firewall
 from firewall.formats import parse_messages
@@ -154,6 +155,31 @@ def test_eval_reports_the_naive_baseline(firewall):
     text, tokens = cut.contexts["naive"]
     assert text == naive_ledger(conversation().turns[1:4]) and tokens == count_tokens(text)
     assert cut.hits("naive") == [occurs(g.literal, text) for g in cut.gold]
+
+
+def test_the_ranked_naive_ledger_keeps_typed_then_called_then_frequent_tokens_within_budget():
+    """The budgeted floor: the naive ledger's tokens, best first by four signals, cut at the
+    ledger's cost."""
+    turns = parse_messages([
+        {"role": "tool", "content": "rows 0001/a 0002/b 0003/c again 0003/c"},
+        {"role": "user", "content": "open ticket T-4471"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "1", "name": "read", "arguments": {"path": "0002/b"}}]},
+        {"role": "tool", "content": "done 0004/d"},
+    ]).turns
+    every = ranked_naive_ledger(turns, 10 ** 6, count_tokens).split(" ")
+    # typed by the user, then used in a call, then seen twice, then latest first
+    assert every == ["T-4471", "0002/b", "0003/c", "0004/d", "0001/a"]
+    budget = count_tokens(" T-4471") + count_tokens(" 0002/b")
+    assert ranked_naive_ledger(turns, budget, count_tokens) == "T-4471 0002/b"
+    assert ranked_naive_ledger(turns, 0, count_tokens) == ""
+
+
+def test_eval_measures_the_ranked_baseline_at_the_ledgers_cost(firewall):
+    cut = evaluate_cut(conversation(), 3, firewall=firewall, budget=2000, keep_last=1)
+    text, tokens = cut.contexts["ranked"]
+    assert tokens <= cut.contexts["ledger"][1]
+    assert set(text.split()) <= set(naive_ledger(conversation().turns[1:4]).split())
 
 
 def test_a_percentage_budget_is_a_share_of_the_span(firewall):
@@ -345,6 +371,27 @@ def test_the_archive_splits_the_id_like_gold_in_three(firewall):
     total.add(line["archive"])
     total.add(tight)
     assert total.summary()["share_one_call"] == tight.one_call / tight.gold
+
+
+def test_a_gold_token_with_its_sentences_punctuation_is_held_by_the_rules_bare_literal():
+    """The sweep archives no ``1809,`` where a rule extracted ``1809`` (``archive.bare``):
+    the gold ``1809,`` is one call away by that literal, and its recall counts that hit."""
+    from firewall.evaluation.archive_eval import archived_by, measure_cut
+    from firewall.evaluation.gold import Gold
+    from firewall.literals import Literal
+    from firewall.turns import Turn
+
+    assert archived_by("1809,", "1809", "") == "rule"
+    assert archived_by("1809,", "18090", "1809,") == "token"  # as written first
+    assert archived_by("src/..", "src/", "") is None and archived_by("1809,", "", "") is None
+    text = "Read lines 1809, to the end of src/app/models.py"
+    turns = [Turn(role="user", text=text), Turn(role="assistant", text="ok")]
+    literal = Literal("1809", "core/number", 0, "user", 11, 15)
+    gold = Gold("1809,", "token", "numeric", 1, "Bash", "command", 0, "user", True)
+    shares, values = measure_cut(turns, [literal], [gold], context="", span=[0])
+    assert "1809," not in values and "1809" in values
+    assert (shares.one_call, shares.one_call_token, shares.lost) == (1, 0, 0)
+    assert (shares.fragment_top5, shares.fragment_queries) == (1, 1)
 
 
 def test_an_agent_half_remembering_asks_for_a_fragment_or_context_words():

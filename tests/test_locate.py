@@ -130,6 +130,25 @@ def test_lookbehind_becomes_a_consumed_character_and_lookaheads_merge():
     assert source.endswith(r"|[\x65\x66])")
 
 
+def test_a_lookbehind_locates_by_its_last_character():
+    """A positive lookbehind, alone or beside ``^`` in a group, holds only after its last
+    character (or a line break, or at the start): the locator consumes it, so it no longer
+    stops at every number of a date or phone before a ``-``."""
+    assert locator_source(r"(?<=[\s'])-\d{2,7}") == (r"(?:\A|[\s'])-\d{2,7}", 1)
+    pattern = r"(?:^|(?<=^[\w./-]{1,256}[:-]))\d{1,7}[:-](?=\S|[ \t])"
+    assert locator_source(pattern, regex.MULTILINE) == \
+        (r"(?:\A|\n|[:-])\d{1,7}[:-](?:\S|[ \t])", 1)
+    # a lookbehind that may end in more than one way, or a quantified group, is left as it was
+    assert locator_source(r"(?<=a|bc)\d+")[1] == 0
+    assert locator_source(r"(?:^|(?<=x))?\d+")[1] == 0
+    compiled = regex.compile(pattern, regex.MULTILINE)
+    locator = build_locator(pattern, regex.MULTILINE, compiled)
+    text = "src/a.py:1200:  y = 2025-08-14\n1201- z\n+1 555-234-5678 at 12:30\n77:ok"
+    want = [m.span() for m in compiled.finditer(text)]
+    assert len(want) == 3  # 1200: 1201- 77: (not the date, the phone or the time)
+    assert [m.span() for m in locator.finditer(compiled, text, ascii_bytes(text), 5.0)] == want
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab1_-#. \n’é", max_size=50))
 def test_located_scan_on_handwritten_shapes(text):

@@ -11,7 +11,8 @@ of it, or by words of its context line.
 extracted: every run of 4+ characters between whitespace, quotes and brackets that holds a
 digit, ``/`` or ``@`` (DESIGN.md's naive floor, the gold's own tokenisation: ``45/100``,
 ``8.4MB``, ``/dev/null;``), archived with ``kind`` ``token`` and ``rule`` ``archive/token``
-(``SWEPT_RULE``) and their context line like the others. One regex pass over the span; never
+(``SWEPT_RULE``) and their context line like the others; but not a rule's literal with its
+sentence's punctuation (``1809,`` beside ``1809``: ``bare``). One regex pass over the span; never
 pinned, never in the block. At equal tier a rule's literal ranks above a swept token (its score
 stays in the band just below the tier's: ``tier_score``), and the cap evicts swept tokens first.
 ``ArchiveLimits(tokens=False)`` turns the tier off.
@@ -40,7 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..literals import LITERAL_KINDS, SECRET_MIN_CHARS, Literal, SecretIndex
+from ..literals import (LITERAL_KINDS, SECRET_MIN_CHARS, SENTENCE_PUNCTUATION, Literal,
+                        SecretIndex)
 from ..turns import Turn
 
 SECRET_MASK = "[secret]"
@@ -197,7 +199,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
     for lit in sorted(literals, key=lambda l: l.turn):
         entry = by_value.get(lit.value)
         if entry is not None:
-            entry.last_turn = max(entry.last_turn, lit.turn)
+            entry.last_turn = max(entry.last_turn, lit.latest)
             entry.seen += max(lit.count, 1)
             continue
         sensitive = lit.sensitive or lit.value in secret_values or index.touches(lit.value)
@@ -207,7 +209,7 @@ def archive_entries(literals: Iterable[Literal], text_of: Callable[[Literal], st
             value=None if sensitive else escape_surrogates(lit.value),
             value_hash=literal_hash(lit.value, key),
             kind=literal_kind(lit.value), rule=lit.rule, role=lit.role,
-            first_turn=max(lit.turn, 0), last_turn=max(lit.turn, 0), seen=max(lit.count, 1),
+            first_turn=max(lit.turn, 0), last_turn=max(lit.latest, 0), seen=max(lit.count, 1),
             context=None,
             sensitive=sensitive,
             parts=None if sensitive else value_parts(escape_surrogates(lit.value)),
@@ -282,11 +284,21 @@ def swept_values(span: Iterable[tuple[int, Turn]], extracted: set[str],
     return [token for token, sighting in found.items() if not sighting[6]]
 
 
+def bare(token: str) -> str | None:
+    """``token`` without the sentence punctuation free text glues to a word (``1809,``,
+    ``/dev/null;``, ``aliases.sh:``), when it ends so and the rest ends in a letter or a digit
+    (``src/..`` keeps its dots); else None. The sweep archives no token whose bare form is a
+    rule's literal of the same compaction: a recall for it finds that literal by its parts,
+    and its row would hold nothing new."""
+    stripped = token.rstrip(SENTENCE_PUNCTUATION)
+    return stripped if stripped != token and stripped[-1:].isalnum() else None
+
+
 def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set[str],
           index: SecretIndex) -> dict[str, list[Any]]:
-    """The distinct tokens of ``span`` (see the module) not in ``extracted``, read where the
-    gold reads a turn (its text and the string values of its tool calls' arguments), first
-    sighting first: token → [turn, role, text, start, last turn, count, sensitive]. A token
+    """The distinct tokens of ``span`` (see the module) not in ``extracted``, as written or
+    ``bare``, read where the gold reads a turn (its text and the string values of its tool
+    calls' arguments), first sighting first: token → [turn, role, text, start, last turn, count, sensitive]. A token
     that holds a secret, lies inside one, or overlaps where one is written (a secret with a
     space in it: ``card:4111``) is sensitive."""
     from ..json_values import decoded, scalar_leaves
@@ -307,7 +319,8 @@ def sweep(span: Iterable[tuple[int, Turn]], extracted: set[str], *, secrets: set
             regions = [m.span() for m in spanning.finditer(text)] if spanning else []
             for m in _TOKEN.finditer(text):
                 token = m.group()
-                if token in extracted or not 4 <= len(token) <= TOKEN_MAX_CHARS:
+                if token in extracted or not 4 <= len(token) <= TOKEN_MAX_CHARS or \
+                        (token[-1] in SENTENCE_PUNCTUATION and bare(token) in extracted):
                     continue
                 known = seen.get(token)
                 # most texts hold no secret with a space in it: no region to test
@@ -354,14 +367,54 @@ def _masker(secret_values: set[str]) -> tuple[Callable[[str], str], int]:
     long = sorted((s for s in secret_values if len(s) >= SECRET_MIN_CHARS), key=len, reverse=True)
     if not long:
         return (lambda text: text), 0
-    return _Mask(re.compile("|".join(map(re.escape, long))), long), len(long[0])
+    return _Mask(_Plain(long), long), len(long[0])
+
+
+class _Plain:
+    """Where secrets are written plainly in a text: leftmost first, the longest at a place, not
+    overlapping (what a regex alternation of them, longest first, finds), in one Aho-Corasick
+    pass; an alternation of tens of secrets and their spellings tried each branch at every
+    character (most of a compaction's archive time with 55 secrets)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        import ahocorasick
+
+        self.automaton = ahocorasick.Automaton()
+        for secret in secrets:
+            self.automaton.add_word(secret, len(secret))
+        self.automaton.make_automaton()
+
+    def search(self, text: str) -> bool:
+        return next(self.automaton.iter(text), None) is not None
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        found = sorted((end + 1 - size, -size) for end, size in self.automaton.iter(text))
+        spans: list[tuple[int, int]] = []
+        for start, size in found:
+            if not spans or start >= spans[-1][1]:
+                spans.append((start, start - size))
+        return spans
+
+    def findall(self, text: str) -> set[str]:
+        return {text[start:end] for start, end in self.spans(text)}
+
+    def sub(self, mask: str, text: str) -> str:
+        spans = self.spans(text)
+        if not spans:
+            return text
+        out, at = [], 0
+        for start, end in spans:
+            out += (text[at:start], mask)
+            at = end
+        out.append(text[at:])
+        return "".join(out)
 
 
 class _Mask:
     """The masker of ``_masker`` when there are secrets; ``clean`` tells, once per line, that a
     line holds none, so that no window of it needs masking (most lines of a span)."""
 
-    def __init__(self, plain: re.Pattern[str], secrets: Sequence[str] = ("\\",)) -> None:
+    def __init__(self, plain: _Plain, secrets: Sequence[str] = ("\\",)) -> None:
         self.plain = plain
         # no secret holds a character a short JSON escape (\\n, \\", \\/...) stands for:
         # then, in a text without \\u escapes, a secret its reading holds is written plainly
@@ -382,25 +435,30 @@ class _Mask:
         if "\\" in text:  # the escaped spellings of the secrets its reading holds, longest first
             from ..json_values import spelling_pattern
 
-            # the reading of a text with only short escapes, which no secret holds, holds
-            # exactly the secrets the text holds between them (no surrogate pair to join)
-            read = text if self.plain_reading and "\\u" not in text and \
-                _SURROGATE.search(text) is None else _unescaped(text)
-            spelled = {m.group() for m in self.plain.finditer(read)}
+            spelled = self.plain.findall(self.reading(text))
             for secret in sorted(spelled, key=len, reverse=True):
                 text = spelling_pattern(secret).sub(SECRET_MASK, text)
         return self.plain.sub(SECRET_MASK, text)
 
     def clean(self, text: str, start: int, line: str) -> bool:
-        """``line`` (of ``text``, from ``start``) holds no secret in any spelling: no escape
-        to read, and no secret written plainly; so neither does any piece of it."""
+        """``line`` (of ``text``, from ``start``) holds no secret in any spelling: none written
+        plainly, none in its reading through its escapes; so neither does any piece of it that
+        cuts no escape (a context line's ends may cut one, masked or not). Read once per line,
+        not once per value's window of it (a JSON tool result is one line of many values)."""
         known = self.lines.get((id(text), start))
         if known is None or known[0] is not text:  # the text is kept: its id is not reused
             if len(self.lines) >= 4096:
                 self.lines.clear()
-            known = self.lines[(id(text), start)] = \
-                (text, "\\" not in line and self.plain.search(line) is None)
+            known = self.lines[(id(text), start)] = (text, not self.plain.search(line) and (
+                "\\" not in line or not self.plain.search(self.reading(line))))
         return known[1]
+
+    def reading(self, text: str) -> str:
+        """``text`` read through its JSON escapes, as far as a secret could be spelled in them:
+        as written when it has only short escapes that no secret holds (no surrogate pair to
+        join), so that its reading holds exactly the secrets it holds between them."""
+        return text if self.plain_reading and "\\u" not in text and \
+            _SURROGATE.search(text) is None else _unescaped(text)
 
 
 def context_line(lit: Literal, text: str | None, mask: Callable[[str], str],

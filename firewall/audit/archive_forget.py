@@ -319,9 +319,13 @@ def _sqlite_lookups(hashes: Sequence[str], spellings: Sequence[str]
                 f"AND a.sensitive = 0", chunk) for chunk in _chunks(list(hashes), BATCH)]
     for column, ranges in zip(("value", "rvalue"), _ranges(spellings)):
         for chunk in _chunks(ranges, BATCH):
+            # each range one walk of the column's index: left to itself, the planner built an
+            # automatic index of the whole archive per query (0.1 s each on 10k rows)
+            table = f"FROM r CROSS JOIN archive a INDEXED BY archive_{column}"
             queries.append((f"WITH r (lo, hi) AS (VALUES {', '.join(['(?, ?)'] * len(chunk))}) "
-                            f"{_SQLITE_ROW} JOIN r ON a.{column} BETWEEN r.lo AND r.hi "
-                            f"WHERE a.sensitive = 0", [x for pair in chunk for x in pair]))
+                            f"{_SQLITE_ROW.replace('FROM archive a', table)} "
+                            f"ON a.{column} BETWEEN r.lo AND r.hi WHERE a.sensitive = 0",
+                            [x for pair in chunk for x in pair]))
     parts, contexts = [], []
     for text, prefix in filter(None, map(_narrowing, spellings)):
         star = " *" if prefix else ""

@@ -50,11 +50,13 @@ TABLES = (
     # no index for the cap's order (seen, compaction, last turn): eviction is rare, and reads
     # one conversation's rows by the UNIQUE index; every write would pay for one
     # two indexes, not two columns of one: a column filter still reads the whole doclist of
-    # a word, and the words of context lines would be read for every query of a value's parts
+    # a word, and the words of context lines would be read for every query of a value's parts.
+    # columnsize=0: no row of token counts per document, which only bm25() reads (a recall
+    # ranks its candidates itself); a log made before keeps them, read and written alike
     "CREATE VIRTUAL TABLE archive_parts USING fts5(parts, content='archive', "
-    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
+    "content_rowid='id', columnsize=0, tokenize='unicode61 remove_diacritics 2')",
     "CREATE VIRTUAL TABLE archive_context USING fts5(context, content='archive', "
-    "content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
+    "content_rowid='id', columnsize=0, tokenize='unicode61 remove_diacritics 2')",
     """CREATE TABLE archive_sizes (
             conversation_id TEXT PRIMARY KEY,
             literals INTEGER NOT NULL,

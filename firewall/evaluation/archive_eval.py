@@ -4,7 +4,8 @@ ID-like gold, and how well a partial memory of a value finds it again.
 * **in context**: the composed context holds it (the summary when the agent made one, the
   ledger block, the kept tail);
 * **one call away**: not in the context, but an archived (non-sensitive) value is it or holds
-  it, so a ``recall`` returns it;
+  it, so a ``recall`` returns it (a token with its sentence's punctuation, ``1809,``, by a
+  rule's literal holding its bare form: the sweep archives no such token, see ``archive.bare``);
 * **lost**: neither.
 
 Of the gold one call away, ``one_call_token`` is what only the token tier holds (a swept token,
@@ -18,7 +19,8 @@ part of it would, against the cut's archive in SQLite (the real FTS5 index and r
 (a) a **fragment**: the base name of a path, else one name part (the longest) of a
 snake_case/camelCase/dotted name, else an id's first 6 characters; (b) **three words of its
 context line** (words of 4+ letters that are not parts of the value). Found: a top-5 hit is the
-gold or holds it. Words: the three longest of 4+ letters, in the line's order.
+gold or holds it (its bare form, when only that is archived). Words: the three longest of 4+
+letters, in the line's order.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..audit.archive import (SWEPT_KIND, SWEPT_RULE, ArchiveEntry, ArchiveLimits, Query,
-                             archive_entries, terms)
+                             archive_entries, bare, terms)
 from ..compaction.ledger import LITERAL_MAX_CHARS
 from ..literals import Literal
 from ..turns import Turn, call_text
@@ -173,7 +175,11 @@ def archived_by(literal: str, ruled: str, swept: str) -> str | None:
     ``firewall replay`` count their shares with it."""
     if occurs(literal, ruled):
         return "rule"
-    return SWEPT_KIND if occurs(literal, swept) else None
+    if occurs(literal, swept):
+        return SWEPT_KIND
+    # a token of free text with its sentence's punctuation (``1809,``): the sweep archives none
+    # where a rule's literal is its bare form, which a recall finds by its parts
+    return "rule" if occurs(bare(literal) or "", ruled) else None
 
 
 def _quality(shares: ArchiveShares, away: Sequence[Any], kept: Sequence[ArchiveEntry],
@@ -192,20 +198,23 @@ def _quality(shares: ArchiveShares, away: Sequence[Any], kept: Sequence[ArchiveE
             return any(h.value == gold or occurs(gold, h.value) for h in hits)
 
         for g in away:
+            # held only bare (``archived_by``): what a hit must be or hold is the bare form
+            gold = g.literal if any(e.value and occurs(g.literal, e.value) for e in kept) \
+                else bare(g.literal) or g.literal
             # the rules' literal first, as recall ranks them
-            holder = next((e for e in kept if e.value == g.literal), None) or \
+            holder = next((e for e in kept if e.value == gold), None) or \
                 next((e for e in kept if e.value and e.rule != SWEPT_RULE
-                      and occurs(g.literal, e.value)), None) or \
-                next((e for e in kept if e.value and occurs(g.literal, e.value)), None)
+                      and occurs(gold, e.value)), None) or \
+                next((e for e in kept if e.value and occurs(gold, e.value)), None)
             ruled = holder is not None and holder.rule != SWEPT_RULE
-            hit = found(fragment(g.literal), g.literal)
+            hit = found(fragment(g.literal), gold)
             shares.fragment_queries += 1
             shares.fragment_top5 += hit
             shares.fragment_rule_queries += ruled
             shares.fragment_rule_top5 += ruled and hit
             words = context_words(holder) if holder is not None else []
             if words:
-                hit = found(" ".join(words), g.literal)
+                hit = found(" ".join(words), gold)
                 shares.context_queries += 1
                 shares.context_top5 += hit
                 shares.context_rule_queries += ruled

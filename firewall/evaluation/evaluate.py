@@ -19,7 +19,8 @@ recall of the rendered ledger block alone, of the ledger plus the verbatim last 
 ledger cost (block tokens / tokens of messages ``1..k``), and baselines on the same cuts: user
 messages verbatim (Codex-style), the last N messages, both, the **naive ledger** of DESIGN.md
 (every token of the span holding a digit, ``/`` or ``@``, tokenised like the gold: the floor a
-rule pack must beat on recall and cost), and an oracle ledger holding exactly the gold, rendered
+rule pack must beat on recall and cost), the same tokens ranked by four signals and cut at the
+ledger's cost (the floor at equal cost), and an oracle ledger holding exactly the gold, rendered
 the same way.
 """
 
@@ -37,7 +38,7 @@ from typing import Any
 from ..compaction.budget import Budget, budget_tokens, parse_budget
 from ..formats.transcripts import live_start
 from .gold import (AGENT, FRACTIONS, Gold, agent_cuts, cut_points, decoded_values, gold_set,
-                   naive_ledger, occurs)
+                   naive_ledger, occurs, ranked_naive_ledger)
 from .hook_eval import HOOKS, add_hook_contexts
 from ..compaction.ledger import Ledger
 from ..literals import SENSITIVE, Literal
@@ -119,6 +120,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         "tail": ctx(tail),
         "user+tail": ctx(tail_user),
         "naive": ctx(naive_ledger(span)),
+        "ranked": ctx(ranked_naive_ledger(span, count_tokens(block), count_tokens)),
         "oracle": ctx(oracle),
         "extracted": ctx("\n".join(dict.fromkeys(lit.value for lit in extracted))),
     }
@@ -162,7 +164,8 @@ def _archive_shares(cut: Cut, turns: Sequence[Turn], extracted: list[Literal],
 
 # ── the run ──────────────────────────────────────────────────────────────────────────────────
 
-CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle", "extracted")
+CONTEXTS = ("ledger", "ledger+tail", "user", "tail", "user+tail", "naive", "oracle", "extracted",
+            "ranked")
 
 
 # Cost is judged where compaction happens: a share of spans this long or longer; on shorter
@@ -424,12 +427,13 @@ def format_report(result: dict[str, Any]) -> str:
             f"user+last{n} ID", "cost", "naive ID", "naive strict", "naive cost",
             "oracle ID", "oracle cost",
             "address", "ledger addr", f"+last{n} addr", "naive addr",
-            "extracted ID", "extracted strict", "extracted addr", "extracted cost")
+            "extracted ID", "extracted strict", "extracted addr", "extracted cost",
+            "ranked ID", "ranked addr", "ranked cost")
     rows = []
     order = {"all": "~"}  # the "all" rows after the per-fraction rows
     for g in sorted(result["groups"], key=lambda g: (order.get(g["source"], g["source"]),
                                                       order.get(g["frac"], g["frac"]))):
-        led, lt, us, ta, ut, nai, orc, ext = (g[c] for c in CONTEXTS)
+        led, lt, us, ta, ut, nai, orc, ext, ran = (g[c] for c in CONTEXTS)
         rows.append((g["source"], g["frac"], g["cuts"], led["n"]["id_like"], led["n"]["strict"],
                      _p(led["recall"]["id_like"]), _p(led["recall"]["strict"]),
                      led["cost_cuts"], _p(led["cost_median"]), _p(led["cost_total"]),
@@ -446,7 +450,9 @@ def format_report(result: dict[str, Any]) -> str:
                      led["n"]["address"], _p(led["recall"]["address"]),
                      _p(lt["recall"]["address"]), _p(nai["recall"]["address"]),
                      _p(ext["recall"]["id_like"]), _p(ext["recall"]["strict"]),
-                     _p(ext["recall"]["address"]), _p(ext["cost_total"])))
+                     _p(ext["recall"]["address"]), _p(ext["cost_total"]),
+                     _p(ran["recall"]["id_like"]), _p(ran["recall"]["address"]),
+                     _p(ran["cost_total"])))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     agent = [g for g in result["groups"] if g["frac"] == AGENT]
@@ -558,6 +564,9 @@ The table: one row per source file and compaction point (frac), then per source,
                         the addr columns are recall on it
   extracted             every value any rule extracted from the span, before the budget:
                         what extraction alone could keep (its cost: those values' tokens)
+  ranked                the naive ledger's tokens ranked by four signals (typed by the user,
+                        passed in a call, seen most often, seen last) and cut at the ledger
+                        block's tokens: the floor a budgeted ledger must beat at its cost
 Every cost is the total over the cuts of {COST_SPAN_MIN:,}+ span tokens unless named med
 (median)."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,14 +16,13 @@ import regex
 from ..compaction.ledger import Ledger
 from ..compaction.validate import occurs as _bounded_in
 from ..json_values import scalar_leaves
-from ..literals import literal_kind
+from ..literals import SENTENCE_PUNCTUATION, literal_kind
 from ..turns import Conversation, Turn
 
 FRACTIONS = (0.25, 0.5, 0.75)
 MIN_VALUE, MIN_TOKEN = 3, 4
 FREE_TEXT_WORDS, FREE_TEXT_CHARS = 3, 40
 
-SENTENCE_PUNCTUATION = ".,;:!?"  # what a free-text token may carry from its sentence
 _SPLIT = regex.compile(r"""[\s"'`()\[\]{}<>]+""")
 FREE_TEXT_ARGUMENTS = frozenset({"command"})  # a shell command is free text at any length
 # Arguments that *name* something (a file, a command, a search, a record): gold passed in one of
@@ -179,6 +178,31 @@ def naive_ledger(turns: Sequence[Turn]) -> str:
                 if id_like(token):
                     tokens.setdefault(token)
     return " ".join(tokens)
+
+
+def ranked_naive_ledger(turns: Sequence[Turn], budget: int,
+                        count: Callable[[str], int]) -> str:
+    """The naive ledger's tokens ranked by four signals and cut at ``budget`` tokens: the
+    floor a *budgeted* ledger must beat at the same cost. Best first: typed by the user, then
+    passed in one of the agent's calls, then seen most often, then seen last."""
+    seen: dict[str, list[int]] = {}  # token -> [typed, called, sightings, latest turn]
+    for i, turn in enumerate(turns):
+        texts = _seen_texts(turn)
+        for j, text in enumerate(texts):
+            for token in _SPLIT.split(text):
+                if id_like(token):
+                    signals = seen.setdefault(token, [0, 0, 0, i])
+                    signals[0] |= turn.role == "user"
+                    signals[1] |= j > 0  # a call's argument
+                    signals[2] += 1
+                    signals[3] = i
+    kept, cost = [], 0
+    for token in sorted(seen, key=seen.__getitem__, reverse=True):
+        cost += count(" " + token)
+        if cost > budget:
+            break
+        kept.append(token)
+    return " ".join(kept)
 
 
 def agent_cuts(conversation: Conversation) -> list[tuple[str, int, str]]:

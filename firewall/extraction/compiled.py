@@ -99,7 +99,9 @@ class CompiledRule:
                 known = next(self.stopwords.iter(value.lower()), None) is None
             if known and self.allow_search:
                 known = not any(p.search(value, timeout=timeout) for p in self.allow_search)
-            _remember(verdicts, value, known)
+            if len(verdicts) >= VERDICTS_MAX:  # ``_remember``, inline: most values are new
+                verdicts.clear()
+            verdicts[value] = known
         return known
 
 
@@ -163,7 +165,7 @@ class CompiledRegex(CompiledRule):
         pattern, locator = self.pattern, self.locator  # built before any timing
         group = self._group
         matches = pattern.finditer(text, timeout=timeout) if locator is None else \
-            locator.matches(pattern, text, data, timeout)
+            locator.finditer(pattern, text, data, timeout)
         if self.checksum is not None:  # matched first: a validator's time (its library's
             matches = list(matches)  # first import) must not count against the regex budget
         spans: list[tuple[int, int]] = []
@@ -385,7 +387,7 @@ class CompiledNoise:
             return []
         locator = self.locator
         matches = self.pattern.finditer(text, timeout=timeout) if locator is None else \
-            locator.matches(self.pattern, text, data, timeout)
+            locator.finditer(self.pattern, text, data, timeout)
         return [m.span() for m in matches if m.end() > m.start()]
 
     @property
@@ -482,9 +484,12 @@ _GLOBAL_SYNTAX = regex.compile(r"\(\?[a-zA-Z]+\)|\\\d|\(\?P?[<=(]|\(\?\|")
 
 
 def _alternation(patterns: tuple[regex.Pattern[str], ...]) -> regex.Pattern[str] | None:
-    """One pattern fullmatching what any of ``patterns`` fullmatches, or None when joining
-    could change a meaning (global inline flags, group references, conditionals)."""
-    if len(patterns) < 2 or any(p.flags & ~regex.UNICODE & ~regex.VERSION0 or
+    """One pattern fullmatching what any of ``patterns`` fullmatches (the only one itself), or
+    None when joining could change a meaning (global inline flags, group references,
+    conditionals)."""
+    if len(patterns) == 1:
+        return patterns[0]
+    if not patterns or any(p.flags & ~regex.UNICODE & ~regex.VERSION0 or
                                 _GLOBAL_SYNTAX.search(p.pattern) for p in patterns):
         return None
     try:

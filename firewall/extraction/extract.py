@@ -419,12 +419,11 @@ class Extractor:
         # document order: hits come grouped by rule; order by field (first appearance), offset
         # (stable sorts on one attribute each, read in C: a tuple key per literal cost more)
         literals = out.literals
-        rank: dict[str, int] = {}
-        for lit in literals:
-            rank.setdefault(lit.field, len(rank))
+        fields = dict.fromkeys(map(_FIELD, literals))  # in order of first appearance
         literals.sort(key=_END, reverse=True)
         literals.sort(key=_START)
-        if len(rank) > 1:
+        if len(fields) > 1:
+            rank = {field: i for i, field in enumerate(fields)}
             literals.sort(key=lambda lit: rank[lit.field])
         return out
 
@@ -465,7 +464,7 @@ def _accept_leaf(rules: list[Any], text: str, budget: float, turn: int, role: st
                                         lookalike))
 
 
-_START, _END = operator.attrgetter("start"), operator.attrgetter("end")
+_START, _END, _FIELD = (operator.attrgetter(name) for name in ("start", "end", "field"))
 
 
 def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
@@ -552,22 +551,26 @@ class Scanner:
         self.turns += 1
         self.timeouts.extend(found.timeouts)
         row_of, rows = self._row, self._rows
+        get, extend = row_of.get, rows.extend
         for lit in found.literals:
-            at = row_of.get(lit.value)
+            value = lit.value
+            at = get(value)
             if at is None:
-                row_of[lit.value] = len(rows)
+                row_of[value] = len(rows)
                 if new is not None:
                     new.append(_at(lit, index))
-                rows.extend((lit.value, lit.rule, index, lit.role, lit.start, lit.end, lit.field,
-                             lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count,
-                             lit.mixed_script, index))
-            else:
+                extend((value, lit.rule, index, lit.role, lit.start, lit.end, lit.field,
+                        lit.tool, lit.severity, lit.sensitive, lit.priority, lit.count,
+                        lit.mixed_script, index))
+            else:  # seen before: count it; its latest turn, strongest severity and priority
                 rows[at + _COUNT] += 1
                 rows[at + _LAST] = index
                 if lit.severity == "required":
                     rows[at + _SEVERITY] = "required"
-                rows[at + _SENSITIVE] = rows[at + _SENSITIVE] or lit.sensitive
-                rows[at + _PRIORITY] = max(rows[at + _PRIORITY], lit.priority)
+                if lit.sensitive:
+                    rows[at + _SENSITIVE] = True
+                if lit.priority > rows[at + _PRIORITY]:
+                    rows[at + _PRIORITY] = lit.priority
 
     def state(self) -> tuple[dict[str, int], list[Any]]:
         """A copy of what was added so far; ``Scanner.resume`` takes it."""

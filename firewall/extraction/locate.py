@@ -26,7 +26,7 @@ How the locator is derived from a pattern (each step only widens what it matches
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,9 +250,17 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
                 else:
                     prefix = "(?:\\A|[^" + (atom if atom.startswith("\\") else regex.escape(
                         atom, special_only=False)) + "])"
+        elif it.kind == "lookbehind" and not prefix:
+            last = _last_char(it.body)
+            if last is not None:
+                prefix = f"(?:\\A|{last})"
         elif it.kind == "assert" and it.atom in ("\\b", "\\B", "\\A", "^"):
             lead.append(it.text)
         i += 1
+    if not prefix and i < len(items) and items[i].kind == "atom" and not items[i].quant:
+        after = _line_start_or_after(items[i].atom)
+        if after is not None:
+            prefix, i = after, i + 1
     rest: list[str] = []
     while i < len(items):
         it = items[i]
@@ -280,6 +288,41 @@ def locator_source(pattern: str, flags: int = 0) -> tuple[str, int] | None:
     if not rest:
         return None
     return prefix + "".join(lead) + "".join(rest), 1 if prefix else 0
+
+
+def _last_char(lookbehind: str) -> str | None:
+    """The one-character atom a lookbehind's body ends with (a class, a shorthand, a literal),
+    as written: a position the lookbehind holds at follows such a character."""
+    inner = _items(lookbehind)
+    if not inner or any(it.kind == "alt" for it in inner):
+        return None
+    last = inner[-1]
+    if last.kind != "atom" or last.quant or not _single(last.atom):
+        return None
+    return last.atom
+
+
+def _line_start_or_after(atom: str) -> str | None:
+    """For a group of ``^`` and lookbehinds (``(?:^|(?<=^[\\w./-]{1,256}[:-]))``: a line
+    number at a line's start or after a file name), the character before its position as a
+    consumed prefix: the start of the text, a line break, or each lookbehind's last character
+    (``(?:\\A|\\n|[:-])``). Without it the locator stopped at every number before a ``-``."""
+    inner = _group_body(atom) if atom.startswith("(") else None
+    items = _items(inner[0]) if inner is not None else None
+    if not items:
+        return None
+    before = []
+    for branch in _branches(items):
+        if len(branch) != 1:
+            return None
+        it = branch[0]
+        if it.kind == "assert" and it.atom in ("^", "\\A"):
+            before.append("\\n")  # ``^`` of a multiline pattern; \A is in the prefix anyway
+        elif it.kind == "lookbehind" and _last_char(it.body) is not None:
+            before.append(_last_char(it.body))
+        else:
+            return None
+    return "(?:\\A|" + "|".join(dict.fromkeys(before)) + ")"
 
 
 def _branches(items: list[_Item]) -> list[list[_Item]]:
@@ -476,13 +519,8 @@ class Locator:
     shift: int  # 1 when the locator consumes the character before a candidate
     ushift: int = -1  # the same for ``umatch`` (-1: as ``shift``)
 
-    def matches(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-                timeout: float) -> Iterator[Any]:
-        """``pattern.finditer(text)``, through the locator."""
-        return self.finditer(pattern, text, data, timeout)
-
     def finditer(self, pattern: regex.Pattern[str], text: str, data: bytes | None,
-                 timeout: float) -> Iterator[Any]:
+                 timeout: float) -> Iterable[Any]:
         """``pattern.finditer(text)``; ``data``: ``text`` as ASCII bytes RE2 agrees on, or
         None (then the widened locator runs on the UTF-8 bytes)."""
         if data is not None:
@@ -490,19 +528,21 @@ class Locator:
         return self._wide_finditer(pattern, text, timeout)
 
     def _ascii_finditer(self, pattern: regex.Pattern[str], text: str, data: bytes,
-                        timeout: float) -> Iterator[Any]:
+                        timeout: float) -> list[Any]:
         """``finditer`` on ASCII text (byte offsets are character offsets): the loop below
-        with its UTF-8 bookkeeping left out, as most text takes this path."""
+        with its UTF-8 bookkeeping left out, as most text takes this path. A list, not a
+        generator: the rule takes every match anyway, and a generator's frame cost more."""
         monotonic = time.monotonic
         deadline = monotonic() + timeout
         shift, anchor, locate, confirm = self.shift, _UNANCHORED, self.match, pattern.match
         n, pos, tried, scanned = len(data), 0, 0, 0
         rescan = RESCAN_FACTOR * n + 4096
+        found: list[Any] = []
         while pos <= n:
             start = pos - shift if pos else 0
             q, q_end = locate(anchor, data, start, n)[0]
             if q < 0:
-                return
+                return found
             scanned += q_end - start
             c = q + shift if q else 0
             if c < pos:
@@ -512,14 +552,18 @@ class Locator:
                 raise TimeoutError("regex timed out")
             tried += 1
             if (tried > MIN_CANDIDATES and tried * BYTES_PER_CANDIDATE > c) or scanned > rescan:
-                yield from pattern.finditer(text, c, timeout=remaining)
-                return
-            m = confirm(text, c, timeout=remaining)
+                found += pattern.finditer(text, c, timeout=remaining)
+                return found
+            # (string, pos, endpos, concurrent, partial, timeout) by position: `regex` parses
+            # keywords slowly, a quarter of a failed match's cost (the timeout is pinned by
+            # test_a_located_scan_still_times_out)
+            m = confirm(text, c, None, None, False, remaining)
             if m is None:
                 pos = c + 1
             else:
-                yield m
+                found.append(m)
                 pos = m.end()
+        return found
 
     def _wide_finditer(self, pattern: regex.Pattern[str], text: str,
                        timeout: float) -> Iterator[Any]:

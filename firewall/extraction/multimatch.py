@@ -34,9 +34,8 @@ import regex
 from .packcache import cache_dir, private_folder, prune, read_private, used, write_atomic
 
 _NAMED = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_]\w*)>")  # Hyperscan refuses a repeated name
-FORMAT = 3  # bump when the database's layout (ids, flags) changes
+FORMAT = 4  # bump when the database's layout (ids, flags, the key it holds) changes
 SLOW_COMPILE = 0.25  # seconds of CPU: a UTF-8 pattern compiling longer alone is left out
-CONDITIONS = 2  # further tests per rule (its locators): ids (2 + k) * rules + rule
 
 # a compile under way in a child: how often this process looks for its stored database, and
 # when a job file left by a child that never finished (killed, a reboot) no longer holds back
@@ -68,35 +67,33 @@ def available() -> bool:
 
 class PatternDatabase:
     """A compiled database: ``matched(data)`` gives the rule indices whose pattern matches
-    somewhere in ``data``, those whose keyword (any case) occurs in it, and per further test
-    those that pass it."""
+    somewhere in ``data`` and those whose keyword (any case) occurs in it."""
 
     def __init__(self, database, size: int, members: frozenset[int]) -> None:
         self._database, self.size, self.members = database, size, members
         self._scratch = threading.local()  # a scratch space per thread (not shareable)
 
-    def matched(self, data: bytes) -> list[set[int]]:
-        """[rules whose pattern matched, rules whose keyword occurs, rules passing each further
-        test] in ``data``."""
+    def matched(self, data: bytes) -> tuple[set[int], set[int]]:
+        """(rules whose pattern matched, rules whose keyword occurs) in ``data``."""
         scratch = getattr(self._scratch, "value", None)
         if scratch is None:
             import hyperscan
 
             scratch = self._scratch.value = hyperscan.Scratch(self._database)
-        found: list[set[int]] = [set() for _ in range(2 + CONDITIONS)]
-        adders = [rules.add for rules in found]
-        size = self.size
+        ids: list[int] = []
+        append = ids.append
 
         def on_match(id_: int, start: int, end: int, flags: int, context: object) -> None:
-            adders[id_ // size](id_ % size)  # one call per pattern (single match)
+            append(id_)  # one call per pattern (single match): the least Python per call
         self._database.scan(data, match_event_handler=on_match, scratch=scratch)
-        return found
+        size = self.size
+        return {i for i in ids if i < size}, {i - size for i in ids if i >= size}
 
 
-def _expressions(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
-                 conditions: Sequence[Sequence[str]]) -> list[tuple[int, bytes]]:
-    """(id, expression) of each pattern (id = rule index), each rule's keyword alternation
-    (id = rule count + rule index) and each further test (see ``CONDITIONS``)."""
+def _expressions(sources: Sequence[str | None],
+                 keywords: Sequence[Sequence[str]]) -> list[tuple[int, bytes]]:
+    """(id, expression) of each pattern (id = rule index) and each rule's keyword alternation
+    (id = rule count + rule index)."""
     out = []
     for i, source in enumerate(sources):
         if source is not None and "\\G" not in source:
@@ -106,23 +103,18 @@ def _expressions(sources: Sequence[str | None], keywords: Sequence[Sequence[str]
         if usable:
             alternation = "|".join("".join(f"\\x{ord(c):02x}" for c in k) for k in usable)
             out.append((len(sources) + i, f"(?i)(?:{alternation})".encode()))
-    for i, tests in enumerate(conditions):
-        for k, test in enumerate(tests[:CONDITIONS]):
-            if "\\G" not in test:
-                out.append(((2 + k) * len(sources) + i,
-                            _NAMED.sub("(?:", test).encode("ascii", "backslashreplace")))
     return out
 
 
-def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]],
-            conditions: Sequence[Sequence[str]] = (), *, utf8: bool = False) -> str | None:
-    """Ask for the database of these patterns, keywords and further tests: loaded from the
-    cache now, or compiled by a background thread; returns its key for ``ready`` (None: no
-    Hyperscan). ``utf8``: patterns over UTF-8 text (widened as ``regex_syntax.relax`` widens)."""
+def request(sources: Sequence[str | None], keywords: Sequence[Sequence[str]], *,
+            utf8: bool = False) -> str | None:
+    """Ask for the database of these patterns and keywords: loaded from the cache now, or
+    compiled by a background thread; returns its key for ``ready`` (None: no Hyperscan).
+    ``utf8``: patterns over UTF-8 text (widened as ``regex_syntax.relax`` widens)."""
     hyperscan = _module()
     if hyperscan is None:
         return None
-    expressions = _expressions(sources, keywords, conditions)
+    expressions = _expressions(sources, keywords)
     key = _key(hyperscan, expressions, len(sources), utf8)
     with _lock:
         if key in _databases or key in _compiling:

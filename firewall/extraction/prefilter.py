@@ -9,8 +9,8 @@ its rules survived the keyword stage. The patterns handed to RE2 are
 widened (``regex_syntax.relax``) so that RE2 finding no match proves `regex` finds none: the plain
 form on ASCII text, the ``unicode`` form (every shorthand and class also matching any non-ASCII
 character) on other text. Ineligible patterns go straight to `regex`. With Hyperscan installed
-(``multimatch``), once its database is ready one pass answers for every rule's pattern, its
-keywords and its locators at once, and the RE2 sets serve only what the database lacks.
+(``multimatch``), once its database is ready one pass answers for every rule's pattern and
+keywords at once, and the RE2 sets serve only what the database lacks.
 
 Why groups: one RE2 set's DFA tracks every pattern at once, so over real text it keeps building
 states for combinations of partial matches; with a hundred patterns those fill its memory
@@ -135,11 +135,12 @@ class Prefilter:
         return self._multimatch(False) is not None
 
     def _multimatch(self, unicode: bool = False, chars: int = 0) -> tuple[Any, ...] | None:
-        """The Hyperscan database of the ASCII patterns, keywords and locator conditions
-        (``unicode``: the widened patterns and locators, for the UTF-8 bytes of other text)
-        once it is ready (see ``multimatch``), with the rules it cannot judge: (database,
-        rules whose pattern it lacks, keyed rules whose keywords it lacks, per condition the
-        rules it tests). ``chars``: the length of the text about to be judged."""
+        """The Hyperscan database of the ASCII patterns and keywords (``unicode``: the widened
+        patterns, for the UTF-8 bytes of other text) once it is ready (see ``multimatch``),
+        with the rules it cannot judge: (database, rules whose pattern it lacks, rules that
+        pass without a keyword hit: unkeyed ones and those whose keywords it lacks, the RE2
+        sets of the rules it lacks for ``unicode``). ``chars``: the length of the text about
+        to be judged."""
         multi = self._multi[unicode]
         if multi is not None:
             return multi
@@ -155,14 +156,11 @@ class Prefilter:
                 sources = [r.re2_unicode_source if i in held and
                            _plain_unicode(r.re2_unicode_source) else None
                            for i, r in enumerate(self._rules)]
-                key = multimatch.request(sources, [() for _ in self._rules],
-                                         [_locator_conditions(r, unicode=True)
-                                          for r in self._rules], utf8=True)
+                key = multimatch.request(sources, [() for _ in self._rules], utf8=True)
             else:
                 sources = [r.re2_source if i in held else None
                            for i, r in enumerate(self._rules)]
-                key = multimatch.request(sources, [r.keywords for r in self._rules],
-                                         [_locator_conditions(r) for r in self._rules])
+                key = multimatch.request(sources, [r.keywords for r in self._rules])
             self._multi_key[unicode] = key
         if key is None:
             return None
@@ -173,10 +171,7 @@ class Prefilter:
         unjudged = frozenset(i for i in range(size) if i not in members)
         multi = self._multi[unicode] = (
             database, unjudged,
-            frozenset(i for i in range(size)
-                      if i not in self._unkeyed and size + i not in members),
-            [frozenset(i for i in range(size) if (2 + k) * size + i in members)
-             for k in range(multimatch.CONDITIONS)],
+            self._unkeyed.union(i for i in range(size) if size + i not in members),
             # the RE2 sets of only the rules the database lacks (unicode: they run beside it)
             self._patterns([r.re2_unicode_source if i in unjudged else None
                             for i, r in enumerate(self._rules)], UNJUDGED_GROUP_SIZE)
@@ -214,11 +209,9 @@ class Prefilter:
         if ascii_data is not None:
             multi = self._multimatch(False, len(text))
             if multi is not None:  # one Hyperscan pass for every pattern and keyword
-                database, unjudged, unkeyed, tested, _ = multi
-                patterns, keyed, *passed = database.matched(ascii_data)
-                allowed = (keyed | self._unkeyed | unkeyed) & (patterns | unjudged)
-                for required, hits in zip(tested, passed):
-                    allowed -= required - hits
+                database, unjudged, unkeyed, _ = multi
+                patterns, keyed = database.matched(ascii_data)
+                allowed = (keyed | unkeyed) & (patterns | unjudged)
                 if among is not None:
                     allowed &= among
                 return sorted(allowed)
@@ -238,10 +231,8 @@ class Prefilter:
                 return sorted(allowed)
             multi = self._multimatch(True, len(text))
             if multi is not None:
-                database, unjudged, _, tested, patterns = multi
-                found, _, *passed = database.matched(data)
-                for required, hits in zip(tested, passed):
-                    allowed -= required - hits
+                database, unjudged, _, patterns = multi
+                found, _ = database.matched(data)
         if unjudged is None:
             matched = set(patterns.outside)
         else:  # the database's answer, and the RE2 sets' for the rules it lacks
@@ -312,58 +303,6 @@ def _plain_unicode(source: str | None) -> bool:
 
 _NON_ASCII_RANGE = _NON_ASCII  # what ``relax`` adds to widen a class
 _CASELESS = regex.compile(r"\(\?[a-zA-Z-]*i")  # an inline flag group that sets ``i``
-
-
-def _locator_conditions(rule: CompiledRegex, unicode: bool = False) -> list[str]:
-    """More tests a text must pass for ``rule`` to find anything in it, as RE2-checked ASCII
-    patterns: its locator's (every match starts where the locator matches) and its strict
-    locator's (every match the rule keeps does), built as ``locate.build_locator`` builds them.
-    They cut the rules whose pattern, its lookaheads dropped, matches almost any word.
-    ``unicode``: the locator widened as ``relax`` widens, for any text (no strict one)."""
-    from .regex_syntax import INLINE_FLAGS, relax
-    from .locate import locator_source, strict_locator_source
-
-    if re2 is None or rule.flags & regex.VERBOSE:
-        return []
-    pattern, flags = rule.rule.pattern, rule.flags
-    caseless = bool(flags & regex.IGNORECASE)
-    inline = "".join(letter for name, letter in INLINE_FLAGS.items() if name in rule.rule.flags)
-    options = re2.Options()
-    options.log_errors = False
-
-    def checked(source: str | None) -> str | None:
-        relaxed = None if source is None else relax(source, unicode=unicode,
-                                                    ignorecase=caseless)
-        if relaxed is None or (unicode and not _plain_unicode(relaxed)):
-            return None
-        relaxed = f"(?{inline}){relaxed}" if inline else relaxed
-        try:
-            re2.compile(relaxed, options)
-        except Exception:  # RE2 lacks it: no such test
-            return None
-        return relaxed
-
-    whole = relax(pattern, unicode=True, ignorecase=caseless)
-    if whole is None:
-        return []
-    try:  # as build_locator: a pattern RE2 lacks, or that may match "", has no locator
-        if re2.compile(f"(?{inline}){whole}" if inline else whole, options).fullmatch(""):
-            return []
-    except Exception:
-        return []
-    derived = locator_source(pattern, flags)
-    if derived is None:
-        return []
-    main = checked(derived[0])
-    if main is None:
-        return []
-    conditions = [main]
-    if not unicode and rule.rule.requires and rule.group == 0 and "literal" not in rule.pattern.groupindex:
-        strict = strict_locator_source(pattern, flags, tuple(rule.rule.requires))
-        condition = checked(strict[0]) if strict is not None else None
-        if condition is not None:
-            conditions.append(condition)
-    return conditions
 
 
 def _build_set(sources: Sequence[str | None]) -> tuple[object | None, list[int], set[int]]:
