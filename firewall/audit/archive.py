@@ -36,6 +36,7 @@ are ``archive_sqlite`` (FTS5, in the SQLite audit log) and ``archive_pg`` (Postg
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -680,7 +681,10 @@ def hint_line(count: int, tool: str = "recall", conversation: str | None = None)
     of ``firewall mcp``, or the wrappers' ``recall_literal``, which answer one conversation
     already). ``conversation``: the id to pass, where the tool searches a log shared by many
     (the MCP server of the hooks: every session of the user)."""
-    scope = f" and conversation \"{conversation}\"" if conversation else ""
+    # the id as a JSON string of ASCII (a caller's id may hold quotes, controls, bidi marks),
+    # with no < or > to open or close anything that reads as a block
+    quoted = json.dumps(conversation or "").replace("<", "\\u003c").replace(">", "\\u003e")
+    scope = f" and conversation {quoted}" if conversation else ""
     return (f"[literal-firewall archive: {count:,} literals of this conversation, pinned or not, "
             f"are one call away: call the `{tool}` tool with any part of one (a base name, a path "
             f"segment, an id's first characters) or words of its context{scope}]")
