@@ -146,6 +146,24 @@ def test_fts_query_syntax_in_a_query_is_text(db: Path, query: str,
 
 
 
+def test_a_crafted_records_outcome_is_an_error_naming_the_log(
+        db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``audit list`` over a log whose record says an outcome no compaction writes: an error
+    naming the log and exit 2, not a validation traceback."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE records SET outcome = ?", (f"pwned{ESC}[2J",))
+    conn.close()
+    capsys.readouterr()
+    assert main(["audit", "list", "--audit-db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and f"audit log {db}" in err and "not a literal-firewall audit log" in err
+    assert "Traceback" not in err and "validation error" not in err
+    assert_inert(err)
+
+
 def test_a_crafted_log_cannot_drive_the_terminal_through_any_field(
         db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A log is a file anyone can hand over (``--audit-db``): its every column is data. A hit's

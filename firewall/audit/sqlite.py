@@ -494,8 +494,14 @@ class SQLiteAuditLog(KeyedLog):
                     f"WHERE record_id IN ({marks}) GROUP BY record_id, status", ids):
                 counts[rid][status] = n
         first = {row["id"]: row for row in reversed(rows)}
-        return [RecordSummary(**{c: first[i][c] for c in SUMMARY_COLUMNS}, statuses=counts[i])
-                for i in ids]
+        try:
+            return [RecordSummary(**{c: first[i][c] for c in SUMMARY_COLUMNS},
+                                  statuses=counts[i]) for i in ids]
+        except ValueError as exc:  # pydantic's: a record no compaction writes (a crafted file)
+            fields = sorted({str(e["loc"][0]) for e in getattr(exc, "errors", list)()
+                             if e.get("loc")})
+            raise storage_error(self.path, "listing records", _NOT_A_LOG, ValueError(
+                f"a record whose {', '.join(fields) or 'fields'} no compaction writes")) from exc
 
 
 def _cannot_write(exc: AuditError) -> bool:
