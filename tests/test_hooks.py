@@ -694,3 +694,30 @@ def test_an_unreadable_archive_costs_the_hint_line_never_the_block(monkeypatch):
     assert code == 0 and out, "no block"
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("<<<ledger ") and "literal-firewall archive" not in context
+
+
+@pytest.mark.parametrize("unsafe", ["world-writable", "symlink"])
+def test_a_state_folder_others_could_plant_a_ledger_in_is_refused(tmp_path, unsafe):
+    """A session's state file holds its ledger and the ledger's MAC key, and session-start
+    re-injects that ledger as genuine: a sessions folder others can write (or a symlink to
+    one) could hold a planted one. The hook is skipped, saying why; nothing is re-injected."""
+    import os
+
+    conversation, cuts = _cut_at_compactions(COMPACTED)
+    boundary, summary, before, after = cuts[0]
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_bytes(before)
+    assert run("pre-compact", claude_event("PreCompact", transcript, trigger="auto"))[:2] == (
+        0, "")
+    sessions = tmp_path / "state" / "sessions"
+    if unsafe == "world-writable":
+        sessions.chmod(0o777)
+    else:
+        moved = tmp_path / "elsewhere"
+        sessions.rename(moved)
+        os.symlink(moved, sessions)
+    transcript.write_bytes(after)
+    code, out, err = run("session-start", claude_event("SessionStart", transcript,
+                                                       source="compact"))
+    assert (code, out) == (0, "")
+    assert "not private" in err and str(sessions) in err

@@ -69,7 +69,7 @@ def read_private(path: Path) -> bytes:
         info = os.fstat(handle.fileno())
         if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid()
                 or info.st_mode & 0o022):
-            raise PermissionError(f"{path}: not a private cache file")
+            raise PermissionError(f"{path}: not a private file")
         return handle.read()
 
 

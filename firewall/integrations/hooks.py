@@ -140,12 +140,26 @@ class SessionState:
                            "ledger": json.loads(self.ledger.to_json())}, indent=1)
 
 
+def private_sessions(path: Path) -> Path:
+    """``path`` (a session's state file), once its folder is private to the user: the file
+    holds the ledger's MAC key, and a planted one would be re-injected as a genuine ledger, so
+    a folder another user owns or can write (or a symlink) is refused, never read."""
+    from ..extraction.packcache import private_folder
+
+    if not private_folder(path.parent):
+        raise FirewallError(f"the hooks' state folder {path.parent} is not private to this "
+                            f"user (another owner, writable by others, or a symlink): set "
+                            f"{STATE_ENV} to a folder of your own")
+    return path
+
+
 def load_state(session_id: str) -> SessionState:
     from ..compaction.ledger import Ledger
+    from ..extraction.packcache import read_private
 
-    path = session_path(session_id)
+    path = private_sessions(session_path(session_id))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_private(path).decode("utf-8"))
         return SessionState(session_id, Ledger.model_validate(data["ledger"]),
                             data.get("transcript"), int(data.get("offset", 0)),
                             int(data.get("turns", 0)), bool(data.get("pending")),
@@ -162,7 +176,7 @@ def load_state(session_id: str) -> SessionState:
 
 
 def save_state(state: SessionState) -> Path:
-    path = session_path(state.session_id)
+    path = private_sessions(session_path(state.session_id))
     write_atomic(path, state.to_json())
     return path
 
