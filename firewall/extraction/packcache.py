@@ -138,13 +138,16 @@ def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temp file beside ``path``, then rename it there: readers see the old
-    entry or the new one, never half of one. Raises ``OSError`` (the temp file removed)."""
+    """Write ``data`` to a private temp file beside ``path``, fsync it, then rename it there:
+    readers see the old file or the new one, never half of one, also after a crash. Raises
+    ``OSError`` (the temp file removed)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".write-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

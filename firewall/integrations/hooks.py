@@ -62,7 +62,6 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,19 +181,10 @@ def save_state(state: SessionState) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a private temp file next to ``path``, fsync, rename: readers see old or new."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """``text`` written whole or not at all (fsync, rename), in a private file."""
+    from ..extraction.packcache import write_atomic as write_bytes
+
+    write_bytes(path, text.encode("utf-8"))
 
 
 @contextlib.contextmanager
