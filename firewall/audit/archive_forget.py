@@ -281,10 +281,14 @@ def _narrowing(spelling: str) -> tuple[str, bool] | None:
     which misses it glued after letters or digits. None: no word to look for."""
     words = list(_WORDS.finditer(spelling))
     inner = [w for w in words if w.start() > 0 and w.end() < len(spelling)]
+    found: list[tuple[str, bool]] = []
     if inner and _LETTER.search(spelling[inner[0].start():inner[-1].end()]):
-        return spelling[inner[0].start():inner[-1].end()], False
+        found.append((spelling[inner[0].start():inner[-1].end()], False))
     if len(words) >= 2 and len(words[-1].group()) >= 3 and _LETTER.search(words[-1].group()):
-        return words[-1].group(), True
+        found.append((words[-1].group(), True))
+    if found:  # both are sound: the one with the longest word names the fewest lines
+        # (``sk_test_EXAMPLE123``: "test" names thousands, EXAMPLE123* a few)
+        return max(found, key=lambda f: max(len(w) for w in _WORDS.findall(f[0])))
     return (spelling, True) if _LETTER.search(spelling) else None
 
 
