@@ -655,10 +655,20 @@ def test_a_path_with_unspaced_letters_is_pinned_whole_and_never_in_pieces(text, 
     assert pieces == []
 
 
-def test_a_path_after_a_sentence_without_spaces_is_still_pinned():
-    text = "请打开/srv/app/config.yaml文件，然后运行"
+@pytest.mark.parametrize("text, path", [
+    ("请打开/srv/app/config.yaml文件，然后运行", "/srv/app/config.yaml"),
+    ("修改d:/ClaudeWorkspace/08_客户跟进/scripts/scraper.mjs文件里的选择器",
+     "d:/ClaudeWorkspace/08_客户跟进/scripts/scraper.mjs"),
+    ("路径是C:\\Users\\张三\\Desktop\\报告.docx，请检查", "C:\\Users\\张三\\Desktop\\报告.docx"),
+    ("파일 /home/kim/app/main.go를 확인해 주세요", "/home/kim/app/main.go"),  # a particle
+    ("파일 src/app/main.py를 열어", "src/app/main.py"),
+])
+def test_a_path_glued_to_a_sentence_without_spaces_is_pinned_without_it(text, path):
+    """Before or after the path, the sentence's letters are not the path's: a file name ends
+    at its extension, a drive letter may follow them."""
     found = {lit.value for lit in Extractor(load_packs()).scan_turn(Turn("user", text), 1).literals}
-    assert "/srv/app/config.yaml" in found
+    assert path in found
+    assert not [v for v in found if v.startswith(path) and v != path]
 
 
 @pytest.mark.parametrize("text, literal", [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -25,7 +26,7 @@ from .pack_format import Pack
 from .plain_view import plain, trimmed, untouched
 from .prefilter import PatternGate, Prefilter, ascii_bytes
 from ..turns import ROLES, Conversation, Turn
-from .unspaced import cut_from_path, has_unspaced, spaced
+from .unspaced import cut_from_path, glued_tail, has_unspaced, spaced
 
 SpanFinder = Callable[[str], list[tuple[int, int]]]
 
@@ -273,6 +274,12 @@ class Extractor:
         found = [lit for lit in self._scan_view(view, rules, role, budget, turn, field, tool, out)
                  if text[lit.start:lit.end] == lit.value]
         if found:  # a piece of a path whose segment holds such letters is no literal of its own
+            # a file name ends at its extension: the letters glued after it (main.go를,
+            # x.mjs文件) are the sentence's, so the view's literal replaces the source's
+            ended = {(lit.start, lit.end) for lit in found if _EXTENSION_END.search(lit.value)}
+            out.literals = [lit for lit in out.literals if not any(
+                lit.start == start and end < lit.end and glued_tail(text, end, lit.end)
+                for start, end in ended)]
             spans = [(lit.start, lit.end) for lit in out.literals]
             out.literals += [lit for lit in found if not cut_from_path(text, lit.start, lit.end)
                              and not any(s <= lit.start and lit.end <= e for s, e in spans)]
@@ -466,6 +473,8 @@ def _accept_leaf(rules: list[Any], text: str, budget: float, turn: int, role: st
 
 _START, _END, _FIELD = (operator.attrgetter(name) for name in ("start", "end", "field"))
 
+
+_EXTENSION_END = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")  # a file name's last part
 
 def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
     """What a turn's scan depends on (``text``: its text as scanned, by default ``turn.text``);

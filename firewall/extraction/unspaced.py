@@ -57,3 +57,9 @@ def cut_from_path(text: str, start: int, end: int) -> bool:
         j += 1
     return j > end and (text[end - 1] in _SEPARATORS
                         or (j < len(text) and text[j] in _SEPARATORS))
+
+
+def glued_tail(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` is only letters of these scripts: a sentence glued to what ends
+    at ``start``."""
+    return all(_UNSPACED.match(c) for c in text[start:end])
