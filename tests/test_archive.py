@@ -221,6 +221,21 @@ def pg_fw(postgres_url, monkeypatch):
     return Firewall(audit=postgres_url, keep_last=1)
 
 
+def test_postgres_recall_refuses_a_row_longer_than_any_compaction_writes(pg_fw, postgres_url):
+    """A shared log has other writers: a row of a megabyte (no compaction writes one) is an
+    error naming the log, never an answer that floods the agent's context, as in SQLite."""
+    import psycopg
+
+    pg_fw.compact(messages(), summarize)
+    assert pg_fw.recall("ORD-2024-88123")
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("UPDATE archive SET context = context || %s WHERE value = %s",
+                     (" pad" * 250_000, "ORD-2024-88123"))
+    with pytest.raises(AuditError, match="not a literal-firewall audit log") as caught:
+        pg_fw.recall("ORD-2024-88123")
+    assert len(str(caught.value)) < 1000
+
+
 @pytest.mark.parametrize("query, value", [
     ("ORD-2024-88123", "ORD-2024-88123"), ("ORD-2024", "ORD-2024-88123"),
     ("88123", "ORD-2024-88123"), ("models.py", "src/app/models.py"),

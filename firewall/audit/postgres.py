@@ -34,7 +34,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from .files import one_record
-from .keys import DB_ENV, KEY_ENV, KEY_FILE_ENV, escape_surrogates, literal_hash, shared_key
+from .crafted import NOT_A_LOG, checked_hits
+from .keys import (DB_ENV, KEY_ENV, KEY_FILE_ENV, escape_surrogates, literal_hash, shared_key,
+                   storage_error)
 from .records import Attempt, AuditLog, AuditRecord, LiteralOutcome, RecordSummary, redacted_record
 from .migrations import LITERAL_COLUMNS, MIGRATIONS, SUMMARY_COLUMNS, migrations, newer_schema
 from ..errors import AuditError
@@ -348,7 +350,11 @@ class PostgresAuditLog:
     def recall(self, query: Any) -> list[Any]:
         from . import archive_postgres as archive_pg
 
-        return self._run("searching the archive", lambda conn: archive_pg.recall(conn, query))
+        hits = self._run("searching the archive", lambda conn: archive_pg.recall(conn, query))
+        try:  # a row longer than any a compaction writes came from another writer
+            return checked_hits(hits)
+        except TypeError as exc:
+            raise storage_error(self.path, "searching the archive", NOT_A_LOG, exc) from exc
 
     def archive_count(self, conversation_id: str) -> int:
         from . import archive_postgres as archive_pg

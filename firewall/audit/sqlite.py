@@ -25,6 +25,7 @@ from ..errors import AuditError
 from .files import KeyedLog, one_record
 from . import keys
 from .keys import DB_ENV, storage_error, os_storage_error, escape_surrogates, literal_hash
+from .crafted import NOT_A_LOG, READ_MAX_CHARS, checked_hits
 from .records import AuditRecord, LiteralOutcome, RecordSummary, redacted_record
 
 
@@ -46,26 +47,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_close_before_fork)
 
 
-_NOT_A_LOG = "it is corrupt or not a literal-firewall audit log: a row no compaction writes"
-# the longest string a recall reads: a value is at most the ledger's LITERAL_MAX_CHARS, its line
-# about archive.CONTEXT_CHARS around it; a crafted row of a gigabyte is an error, not an answer
-READ_MAX_CHARS = 8192 + 1024
-
-
-def _typed(hits: list[Any]) -> list[Any]:
-    """``hits``, each field of the type and size a compaction writes (SQLite keeps any value
-    in any column: a crafted file puts text where a turn goes, or a megabyte in a value that
-    would reach the agent's context whole); raises ``TypeError`` otherwise."""
-    for hit in hits:
-        numbers = (hit.first_turn, hit.last_turn, hit.compaction)
-        texts = (hit.value, hit.kind, hit.rule, hit.role, hit.conversation,
-                 "" if hit.context is None else hit.context)
-        if not (all(type(n) is int for n in numbers) and all(type(t) is str for t in texts)):
-            raise TypeError(f"an archive row of types {[type(f).__name__ for f in numbers]}")
-        longest = max(len(t) for t in texts)
-        if longest > READ_MAX_CHARS:
-            raise TypeError(f"an archive row holding {longest:,} characters")
-    return hits
 
 
 def default_db_path() -> Path:
@@ -423,21 +404,21 @@ class SQLiteAuditLog(KeyedLog):
                     conn.row_factory = sqlite3.Row
                     conn.execute("PRAGMA query_only = ON")
                     conn.execute("PRAGMA trusted_schema = OFF")  # see _connect
-                    # no string a recall reads is longer (see _typed): a crafted row of a
-                    # gigabyte is refused by SQLite before it is held in memory
+                    # no string a recall reads is longer (crafted.checked_hits): a crafted row
+                    # of a gigabyte is refused by SQLite before it is held in memory
                     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 * READ_MAX_CHARS)
                 except sqlite3.Error as exc:
                     raise self._error(exc, "searching the archive") from exc
                 self._reader_conn, self._reader_pid = conn, os.getpid()
                 _IDLE_LOGS.add(self)
             try:
-                return _typed(archive_sqlite.recall(conn, query))
+                return checked_hits(archive_sqlite.recall(conn, query))
             except sqlite3.Error as exc:
                 self._reader_conn = None
                 conn.close()
                 raise self._error(exc, "searching the archive") from exc
             except TypeError as exc:  # a row a compaction never wrote: the file is crafted
-                raise storage_error(self.path, "searching the archive", _NOT_A_LOG,
+                raise storage_error(self.path, "searching the archive", NOT_A_LOG,
                                     exc) from exc
 
     def archive_count(self, conversation_id: str) -> int:
@@ -500,7 +481,7 @@ class SQLiteAuditLog(KeyedLog):
         except ValueError as exc:  # pydantic's: a record no compaction writes (a crafted file)
             fields = sorted({str(e["loc"][0]) for e in getattr(exc, "errors", list)()
                              if e.get("loc")})
-            raise storage_error(self.path, "listing records", _NOT_A_LOG, ValueError(
+            raise storage_error(self.path, "listing records", NOT_A_LOG, ValueError(
                 f"a record whose {', '.join(fields) or 'fields'} no compaction writes")) from exc
 
 
