@@ -262,6 +262,22 @@ def test_a_new_audit_log_and_its_wal_are_readable_by_their_owner_only(
         os.umask(old)
 
 
+def test_a_log_created_readable_by_everyone_is_no_longer_once_opened(tmp_path: Path) -> None:
+    """Logs created before new logs were 0600 kept the umask's 0644: opening one takes every
+    local user's permissions away (its WAL's too) and leaves the group's, which a log shared
+    on purpose needs."""
+    import os
+
+    path = tmp_path / "audit.db"
+    SQLiteAuditLog(path, key=KEY).close()
+    path.chmod(0o664)
+    log = SQLiteAuditLog(path, key=KEY)
+    files = [f for f in tmp_path.iterdir() if f.name.startswith("audit.db")]
+    assert files and all(f.stat().st_mode & 0o777 in (0o660, 0o600) for f in files), files
+    assert path.stat().st_mode & 0o777 == 0o660
+    log.close()
+
+
 @pytest.mark.parametrize("chars", [100_000, 10_000_000])
 def test_a_crafted_huge_row_is_an_error_not_an_answer(
         db: Path, capsys: pytest.CaptureFixture[str], chars: int) -> None:

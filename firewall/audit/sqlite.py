@@ -49,6 +49,17 @@ if hasattr(os, "register_at_fork"):
 
 
 
+
+def _private_to_group(path: Path) -> None:
+    """A log of this user's (a log, once migrations have opened it) that every local user can
+    read, as logs were created before they were made 0600: its and its WAL's permissions for
+    others are taken away; the group's stay (a log shared on purpose). Best effort."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(OSError):
+            info = file.stat()
+            if info.st_uid == os.geteuid() and info.st_mode & 0o007:
+                file.chmod(info.st_mode & 0o770)
+
 def default_db_path() -> Path:
     env = os.environ.get(DB_ENV)
     return Path(env).expanduser() if env else keys.state_dir() / "audit.db"
@@ -85,6 +96,7 @@ class SQLiteAuditLog(KeyedLog):
         with contextlib.suppress(OSError):  # there already, or not creatable: opening says
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._migrate()
+        _private_to_group(self.path)
         self._keep_open()
 
     def _keep_open(self) -> None:
