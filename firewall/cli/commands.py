@@ -233,9 +233,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     if ledger_path and ledger is not None:  # it holds secrets and the HMAC key: 0600
-        from ..integrations.hooks import write_atomic
+        from ..private_files import write_atomic
 
-        write_atomic(ledger_path, ledger.to_json())
+        write_atomic(ledger_path, ledger.to_json().encode("utf-8"))
     # a script must tell "the summarizer never ran" from success: its own exit code
     return EXIT_NOT_COMPACTED if not_compacted else status
 

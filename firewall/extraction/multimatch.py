@@ -31,7 +31,8 @@ from pathlib import Path
 
 import regex
 
-from .packcache import cache_dir, private_folder, prune, read_private, used, write_atomic
+from ..private_files import private_folder, read_private, write_atomic
+from .packcache import cache_dir, prune, used
 
 _NAMED = regex.compile(r"(?<!\\)\(\?P?<([A-Za-z_]\w*)>")  # Hyperscan refuses a repeated name
 FORMAT = 4  # bump when the database's layout (ids, flags, the key it holds) changes

@@ -22,11 +22,12 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+from ..private_files import private_folder, read_private, write_atomic
 
 CACHE_ENV = "FIREWALL_CACHE_DIR"
 FORMAT = 1  # bump when the entry layout changes
@@ -45,32 +46,6 @@ def cache_dir() -> Path | None:
 
         folder = Path(platformdirs.user_cache_dir("literal-firewall")) / "packs"
     return folder if private_folder(folder) else None
-
-
-def private_folder(folder: Path) -> bool:
-    """Create ``folder`` (``0700``) if it is missing; True when it is a folder this user owns
-    and no one else can write (another user's, or a group- or world-writable one, could hold
-    entries planted there), not a symlink (whoever can write the folder above it could point
-    it at one of the user's own folders, whose ``*.json`` files ``prune`` would delete)."""
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return False
-    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
-            and not info.st_mode & 0o022)
-
-
-def read_private(path: Path) -> bytes:
-    """The bytes of the cache file ``path``: a regular file this user owns and no one else can
-    write, not read through a symlink; raises ``OSError`` otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid()
-                or info.st_mode & 0o022):
-            raise PermissionError(f"{path}: not a private file")
-        return handle.read()
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,23 +110,6 @@ def store(pack: Any, files: Iterable[Path], *, examples_checked: bool) -> None:
         prune(entry_path.parent, "*.json", KEEP_ENTRIES)
     except OSError:
         pass  # a read-only or full disk: run uncached
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a private temp file beside ``path``, fsync it, then rename it there:
-    readers see the old file or the new one, never half of one, also after a crash. Raises
-    ``OSError`` (the temp file removed)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".write-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def used(path: Path) -> None:

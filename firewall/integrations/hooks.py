@@ -71,6 +71,7 @@ import platformdirs
 
 from ..compaction.budget import Budget
 from ..errors import FirewallError
+from ..private_files import private_folder, read_private, write_atomic
 from ..formats.transcripts import TranscriptChunk, live_start, read_transcript
 
 APP_NAME = "literal-firewall"
@@ -143,8 +144,6 @@ def private_sessions(path: Path) -> Path:
     """``path`` (a session's state file), once its folder is private to the user: the file
     holds the ledger's MAC key, and a planted one would be re-injected as a genuine ledger, so
     a folder another user owns or can write (or a symlink) is refused, never read."""
-    from ..extraction.packcache import private_folder
-
     if not private_folder(path.parent):
         raise FirewallError(f"the hooks' state folder {path.parent} is not private to this "
                             f"user (another owner, writable by others, or a symlink): set "
@@ -154,8 +153,6 @@ def private_sessions(path: Path) -> Path:
 
 def load_state(session_id: str) -> SessionState:
     from ..compaction.ledger import Ledger
-    from ..extraction.packcache import read_private
-
     path = private_sessions(session_path(session_id))
     try:
         data = json.loads(read_private(path).decode("utf-8"))
@@ -176,15 +173,8 @@ def load_state(session_id: str) -> SessionState:
 
 def save_state(state: SessionState) -> Path:
     path = private_sessions(session_path(state.session_id))
-    write_atomic(path, state.to_json())
+    write_atomic(path, state.to_json().encode("utf-8"))
     return path
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` written whole or not at all (fsync, rename), in a private file."""
-    from ..extraction.packcache import write_atomic as write_bytes
-
-    write_bytes(path, text.encode("utf-8"))
 
 
 @contextlib.contextmanager
@@ -578,7 +568,7 @@ def _read_json_object(path: Path) -> dict[str, Any]:
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(path, (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def merge_hooks(settings: dict[str, Any], config: dict[str, Any]) -> bool:
