@@ -8,8 +8,8 @@ import json
 import pytest
 
 from firewall.evaluation.evaluate import Tally, add_eval_command, budget_tokens, evaluate_cut, run
-from firewall.evaluation.gold import (Gold, cut_points, gold_set, naive_ledger, occurs,
-                                      ranked_naive_ledger)
+from firewall.evaluation.gold import (Gold, cut_points, gold_set, naive_ledger, naive_tokens,
+                                      occurs, ranked_naive_ledger)
 from firewall.literals import literal_kind
 from firewall.compaction.guard import Firewall
 from firewall.formats import parse_messages
@@ -167,12 +167,12 @@ def test_the_ranked_naive_ledger_keeps_typed_then_called_then_frequent_tokens_wi
             {"id": "1", "name": "read", "arguments": {"path": "0002/b"}}]},
         {"role": "tool", "content": "done 0004/d"},
     ]).turns
-    every = ranked_naive_ledger(turns, 10 ** 6, count_tokens).split(" ")
+    every = ranked_naive_ledger(naive_tokens(turns), 10 ** 6, count_tokens).split(" ")
     # typed by the user, then used in a call, then seen twice, then latest first
     assert every == ["T-4471", "0002/b", "0003/c", "0004/d", "0001/a"]
     budget = count_tokens(" T-4471") + count_tokens(" 0002/b")
-    assert ranked_naive_ledger(turns, budget, count_tokens) == "T-4471 0002/b"
-    assert ranked_naive_ledger(turns, 0, count_tokens) == ""
+    assert ranked_naive_ledger(naive_tokens(turns), budget, count_tokens) == "T-4471 0002/b"
+    assert ranked_naive_ledger(naive_tokens(turns), 0, count_tokens) == ""
 
 
 def test_eval_measures_the_ranked_baseline_at_the_ledgers_cost(firewall):

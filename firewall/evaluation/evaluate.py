@@ -38,7 +38,7 @@ from typing import Any
 from ..compaction.budget import Budget, budget_tokens, parse_budget
 from ..formats.transcripts import live_start
 from .gold import (AGENT, FRACTIONS, Gold, agent_cuts, cut_points, decoded_values, gold_set,
-                   naive_ledger, occurs, ranked_naive_ledger)
+                   naive_tokens, occurs, ranked_naive_ledger)
 from .hook_eval import HOOKS, add_hook_contexts
 from ..compaction.ledger import Ledger
 from ..literals import SENSITIVE, Literal
@@ -111,6 +111,7 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
 
     # the --ledgers line is an evaluation's output, not a secret store: secrets as replay
     # writes them
+    naive = naive_tokens(span)  # the floor, and the same tokens ranked at the ledger's cost
     cut = Cut(conversation.id, source, frac, k, gold, span_tokens,
               literals=[SENSITIVE if e.sensitive else e.value for e in ledger.entries])
     cut.contexts = {
@@ -119,8 +120,8 @@ def evaluate_cut(conversation: Conversation, k: int, *, firewall: Any,
         "user": ctx(user),
         "tail": ctx(tail),
         "user+tail": ctx(tail_user),
-        "naive": ctx(naive_ledger(span)),
-        "ranked": ctx(ranked_naive_ledger(span, count_tokens(block), count_tokens)),
+        "naive": ctx(" ".join(naive)),
+        "ranked": ctx(ranked_naive_ledger(naive, count_tokens(block), count_tokens)),
         "oracle": ctx(oracle),
         "extracted": ctx("\n".join(dict.fromkeys(lit.value for lit in extracted))),
     }

@@ -168,27 +168,14 @@ def uses_after(conversation: Conversation, k: int) -> Counter[str]:
     return counts
 
 
-def naive_ledger(turns: Sequence[Turn]) -> str:
-    """The floor to beat: every distinct token of ``turns`` (4+ characters, split like the gold)
-    that holds a digit, ``/`` or ``@``, space-separated, in order of first appearance."""
-    tokens: dict[str, None] = {}
-    for turn in turns:
-        for text in _seen_texts(turn):
-            for token in _SPLIT.split(text):
-                if id_like(token):
-                    tokens.setdefault(token)
-    return " ".join(tokens)
-
-
-def ranked_naive_ledger(turns: Sequence[Turn], budget: int,
-                        count: Callable[[str], int]) -> str:
-    """The naive ledger's tokens ranked by four signals and cut at ``budget`` tokens: the
-    floor a *budgeted* ledger must beat at the same cost. Best first: typed by the user, then
-    passed in one of the agent's calls, then seen most often, then seen last."""
-    seen: dict[str, list[int]] = {}  # token -> [typed, called, sightings, latest turn]
+def naive_tokens(turns: Sequence[Turn]) -> dict[str, list[int]]:
+    """The naive ledger's tokens: every distinct token of ``turns`` (4+ characters, split like
+    the gold) that holds a digit, ``/`` or ``@``, in order of first appearance, each with the
+    signals the ranked floor orders by: [typed by the user, passed in one of the agent's calls,
+    sightings, latest turn]."""
+    seen: dict[str, list[int]] = {}
     for i, turn in enumerate(turns):
-        texts = _seen_texts(turn)
-        for j, text in enumerate(texts):
+        for j, text in enumerate(_seen_texts(turn)):
             for token in _SPLIT.split(text):
                 if id_like(token):
                     signals = seen.setdefault(token, [0, 0, 0, i])
@@ -196,8 +183,22 @@ def ranked_naive_ledger(turns: Sequence[Turn], budget: int,
                     signals[1] |= j > 0  # a call's argument
                     signals[2] += 1
                     signals[3] = i
+    return seen
+
+
+def naive_ledger(turns: Sequence[Turn]) -> str:
+    """The floor to beat: the naive tokens of ``turns``, space-separated."""
+    return " ".join(naive_tokens(turns))
+
+
+def ranked_naive_ledger(tokens: dict[str, list[int]], budget: int,
+                        count: Callable[[str], int]) -> str:
+    """The naive ``tokens`` (``naive_tokens``) ranked by their four signals and cut at
+    ``budget`` tokens: the floor a *budgeted* ledger must beat at the same cost. Best first:
+    typed by the user, then passed in one of the agent's calls, then seen most often, then
+    seen last."""
     kept, cost = [], 0
-    for token in sorted(seen, key=seen.__getitem__, reverse=True):
+    for token in sorted(tokens, key=tokens.__getitem__, reverse=True):
         cost += count(" " + token)
         if cost > budget:
             break

@@ -472,9 +472,8 @@ def _accept_leaf(rules: list[Any], text: str, budget: float, turn: int, role: st
 
 
 _START, _END, _FIELD = (operator.attrgetter(name) for name in ("start", "end", "field"))
-
-
 _EXTENSION_END = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")  # a file name's last part
+
 
 def turn_key(turn: Turn, text: str | None = None) -> tuple | None:
     """What a turn's scan depends on (``text``: its text as scanned, by default ``turn.text``);
